@@ -1,0 +1,43 @@
+# SovereignSpec developer entry points. `make test` is the README's test command.
+SHELL := /bin/bash
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+export SOVEREIGNSPEC_CACHE ?= $(HOME)/.cache/sovereignspec
+
+.PHONY: venv lint typecheck unit test cluster-up cluster-down cluster-status crds clean
+
+$(BIN)/sovereignspec: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
+	@touch $@
+
+venv: $(BIN)/sovereignspec
+
+lint: venv
+	$(BIN)/ruff check sovereignspec tests
+	$(BIN)/ruff format --check sovereignspec tests
+	$(BIN)/lint-imports
+
+typecheck: venv
+	$(BIN)/mypy
+
+unit: venv
+	$(BIN)/pytest -m "not prometheus and not cluster and not e2e and not chaos"
+
+# The full suite: lint, types, unit/property tests and the tests against real processes.
+test: venv lint typecheck
+	$(BIN)/pytest
+
+cluster-up:
+	deploy/local/cluster.sh up
+
+cluster-down:
+	deploy/local/cluster.sh down
+
+cluster-status:
+	deploy/local/cluster.sh status
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,5 @@
+import sys
+
+from sovereignspec.cli.main import main
+
+sys.exit(main())

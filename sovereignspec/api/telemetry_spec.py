@@ -1,0 +1,33 @@
+"""The `telemetry` section of a SpeculationPolicy: PromQL overrides, staleness, timeouts, cache TTL."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from sovereignspec.api.base import Model
+
+
+class QueryOverrides(Model):
+    """PromQL overriding the built-in default for each telemetry series (None = built-in default).
+
+    Each query must return an instant vector with the labels the default query returns.
+    """
+
+    tensor_active: str | None = None
+    fb_free: str | None = None
+    tpot: str | None = None
+    running: str | None = None
+    spec_drafts: str | None = None
+    spec_draft_tokens: str | None = None
+    spec_accepted_per_position: str | None = None
+
+
+class TelemetrySpec(Model):
+    """How the operator reads Prometheus, and when telemetry counts as missing."""
+
+    window: str = Field(default="2m", pattern=r"^[0-9]+[smh]$", description="Range for rates and smoothing.")
+    staleness_seconds: float = Field(default=120.0, gt=0, description="Older telemetry counts as missing.")
+    query_timeout_seconds: float = Field(default=5.0, gt=0, le=60)
+    cache_ttl_seconds: float = Field(default=15.0, ge=0, le=600)
+    tpot_quantile: float = Field(default=0.9, gt=0, lt=1)
+    queries: QueryOverrides = QueryOverrides()

@@ -1,0 +1,1 @@
+"""Kubernetes adapters: snapshot building and server-side-apply writes."""

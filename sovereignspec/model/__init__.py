@@ -1,0 +1,1 @@
+"""Pure model: acceptance, step time, speed-up. numpy and pydantic only."""

@@ -1,0 +1,1 @@
+"""kopf handlers: the AdmissionCheck controller."""

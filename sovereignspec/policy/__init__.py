@@ -1,0 +1,1 @@
+"""Pure policy: sovereignty, conditions, placement and the decide() entry point."""

@@ -1,0 +1,1 @@
+"""Telemetry adapters: Prometheus reader and the GPU/vLLM telemetry simulator."""
