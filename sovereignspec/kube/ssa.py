@@ -1,0 +1,109 @@
+"""Every write the operator makes goes through here: server-side apply with our field manager.
+
+Kueue's `Workload.status.admissionChecks` is a map list keyed by `name` shared by several check
+controllers; a merge patch would replace the whole list, so we only ever apply our own entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, cast
+
+from kubernetes import client
+
+APPLY = "application/apply-patch+yaml"
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VERSION = "v1beta2"
+SS_GROUP = "sovereignspec.io"
+SS_VERSION = "v1alpha1"
+
+
+def apply_workload_check(
+    api: client.ApiClient,
+    *,
+    namespace: str,
+    name: str,
+    entry: Mapping[str, Any],
+    field_manager: str,
+) -> dict[str, Any]:
+    """Apply exactly one `status.admissionChecks` entry of a Workload (ours); others stay untouched."""
+    body = {
+        "apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": namespace},
+        "status": {"admissionChecks": [dict(entry)]},
+    }
+    result = client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
+        KUEUE_GROUP,
+        KUEUE_VERSION,
+        namespace,
+        "workloads",
+        name,
+        body,
+        field_manager=field_manager,
+        force=True,
+        _content_type=APPLY,
+    )
+    return cast(dict[str, Any], result)
+
+
+def apply_admission_check_condition(
+    api: client.ApiClient, *, name: str, condition: Mapping[str, Any], field_manager: str
+) -> dict[str, Any]:
+    """Apply our condition (type `Active`) on an AdmissionCheck's status; other conditions stay."""
+    body = {
+        "apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}",
+        "kind": "AdmissionCheck",
+        "metadata": {"name": name},
+        "status": {"conditions": [dict(condition)]},
+    }
+    result = client.CustomObjectsApi(api).patch_cluster_custom_object_status(
+        KUEUE_GROUP,
+        KUEUE_VERSION,
+        "admissionchecks",
+        name,
+        body,
+        field_manager=field_manager,
+        force=True,
+        _content_type=APPLY,
+    )
+    return cast(dict[str, Any], result)
+
+
+def apply_decision(api: client.ApiClient, *, obj: Mapping[str, Any], field_manager: str) -> dict[str, Any]:
+    """Create or update a SpeculationDecision: metadata and spec, then its status subresource."""
+    meta = obj["metadata"]
+    namespace, name = meta["namespace"], meta["name"]
+    co = client.CustomObjectsApi(api)
+    main = {k: v for k, v in obj.items() if k != "status"}
+    co.patch_namespaced_custom_object(
+        SS_GROUP,
+        SS_VERSION,
+        namespace,
+        "speculationdecisions",
+        name,
+        main,
+        field_manager=field_manager,
+        force=True,
+        _content_type=APPLY,
+    )
+    if "status" not in obj:
+        return dict(main)
+    status_body = {
+        "apiVersion": obj["apiVersion"],
+        "kind": obj["kind"],
+        "metadata": {"name": name, "namespace": namespace},
+        "status": obj["status"],
+    }
+    result = co.patch_namespaced_custom_object_status(
+        SS_GROUP,
+        SS_VERSION,
+        namespace,
+        "speculationdecisions",
+        name,
+        status_body,
+        field_manager=field_manager,
+        force=True,
+        _content_type=APPLY,
+    )
+    return cast(dict[str, Any], result)

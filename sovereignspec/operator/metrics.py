@@ -1,0 +1,45 @@
+"""The operator's own Prometheus metrics, on the process-wide default registry.
+
+The telemetry reader registers its counters there too, so one /metrics endpoint serves both.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+
+DECISIONS = Counter(
+    "sovereignspec_decisions_total",
+    "Decisions written to Kueue, by check state, speculation mode and primary reason.",
+    ["state", "mode", "reason"],
+    registry=REGISTRY,
+)
+DECISION_DURATION = Histogram(
+    "sovereignspec_decision_duration_seconds",
+    "From our check entry seen Pending to the status apply acknowledged by the API server.",
+    buckets=(0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0),
+    registry=REGISTRY,
+)
+DECISION_ERRORS = Counter(
+    "sovereignspec_decision_errors_total",
+    "Failures while deciding or writing a decision, by stage.",
+    ["stage"],
+    registry=REGISTRY,
+)
+DRIFT = Gauge(
+    "sovereignspec_drift_decisions",
+    "Admitted decisions whose current best mode or budget differs from the admitted one.",
+    registry=REGISTRY,
+)
+DRIFT_CHECKS = Counter(
+    "sovereignspec_drift_checks_total",
+    "Drift re-evaluations of admitted decisions, by outcome (stable|drifted|reconfigured).",
+    ["outcome"],
+    registry=REGISTRY,
+)
+LEADER = Gauge("sovereignspec_leader", "1 while this replica holds the leader lease.", registry=REGISTRY)
+ACTIVE_CHECKS = Gauge(
+    "sovereignspec_admission_checks_active",
+    "AdmissionChecks of our controller, by Active condition status.",
+    ["status"],
+    registry=REGISTRY,
+)

@@ -1,0 +1,32 @@
+"""Operator settings from environment variables (SOVEREIGNSPEC_*) or `sovereignspec run` flags."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class OperatorSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="SOVEREIGNSPEC_", extra="ignore")
+
+    kubeconfig: str | None = Field(default=None, description="Path; None = $KUBECONFIG, then in-cluster.")
+    namespaces: list[str] = Field(default_factory=list, description="Workload namespaces; empty = all.")
+    prometheus_url: str | None = Field(default=None, description="None = telemetry missing, speculation off.")
+    metrics_port: int = Field(default=8080, ge=0, le=65535, description="0 disables the metrics server.")
+    health_port: int = Field(default=8081, ge=0, le=65535, description="/healthz and /readyz; 0 disables.")
+    bind_address: str = "0.0.0.0"
+    log_format: Literal["json", "text"] = "json"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    field_manager: str = "sovereignspec"
+    controller_name: str = "sovereignspec.io/admission"
+    leader_election: bool = True
+    lease_name: str = "sovereignspec-leader"
+    lease_namespace: str = "sovereignspec-system"
+    lease_duration_seconds: int = Field(default=15, ge=2)
+    lease_renew_deadline_seconds: int = Field(default=10, ge=1)
+    lease_retry_period_seconds: int = Field(default=2, ge=1)
+    identity: str | None = Field(default=None, description="Leader-election identity; None = hostname+pid.")
+    drift_interval_seconds: float = Field(default=30.0, gt=0)
+    telemetry_refresh_seconds: float = Field(default=10.0, gt=0)
