@@ -20,6 +20,9 @@ class QueryOverrides(Model):
     spec_drafts: str | None = None
     spec_draft_tokens: str | None = None
     spec_accepted_per_position: str | None = None
+    waiting: str | None = None
+    gpu_freshness: str | None = Field(default=None, description="Last sample time per GPU (timestamp()).")
+    engine_freshness: str | None = Field(default=None, description="Last sample time per engine pod.")
 
 
 class TelemetrySpec(Model):
