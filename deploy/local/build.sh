@@ -1,0 +1,197 @@
+#!/usr/bin/env bash
+# Builds the local test bed's binaries from pinned Go modules into $SOVEREIGNSPEC_CACHE/bin.
+#
+# Each binary set is built in a throwaway Go module under $CACHE/build (outside git) that requires the
+# pinned module; one `go build -o bin pkg1 pkg2 ...` per set so shared packages compile once. A stamp
+# keyed by the set's version makes warm runs skip the set. Prints the build time of every set.
+#
+# Usage: build.sh [SET...]   (sets: kubernetes kwok kueue helm etcd; default: all)
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+command -v go >/dev/null || die "go is not installed (need Go >= $GO_MIN_VERSION)"
+export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -buildvcs=false" GOTOOLCHAIN=local
+NICE=(nice -n 10)
+BUILD_DATE="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+
+# mod_file MODULE@VERSION -> path of that module's go.mod in the module cache.
+mod_file() { go mod download -json "$1" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p'; }
+
+# new_module SET  -> fresh throwaway module dir on stdout.
+new_module() {
+  local dir="$BUILD_DIR/$1"
+  rm -rf "$dir" && mkdir -p "$dir"
+  printf 'module sovereignspec.local/build/%s\n\ngo %s\n' "$1" "$(go env GOVERSION | sed 's/^go//')" >"$dir/go.mod"
+  echo "$dir"
+}
+
+# tools_file DIR PKG... : a build-tagged file importing the commands so `go mod tidy` resolves them.
+tools_file() {
+  local dir=$1
+  shift
+  {
+    printf '//go:build tools\n\npackage tools\n\nimport (\n'
+    printf '\t_ "%s"\n' "$@"
+    printf ')\n'
+  } >"$dir/tools.go"
+}
+
+# is_cached NAME BIN... : true when NAME's stamp matches its pinned version and all its binaries exist.
+is_cached() {
+  local name=$1 stamp="$STAMP_DIR/$1"
+  shift
+  [[ -f "$stamp" && "$(cat "$stamp")" == "$(set_key "$name")" ]] || return 1
+  for b in "$@"; do [[ -x "$BIN_DIR/$b" ]] || return 1; done
+}
+
+# set_key NAME -> the version string a set's stamp must hold.
+set_key() {
+  case "$1" in
+  kubernetes) echo "$KUBERNETES_VERSION" ;;
+  kwok) echo "$KWOK_VERSION" ;;
+  kueue) echo "$KUEUE_VERSION" ;;
+  helm) echo "$HELM_MODULE@$HELM_VERSION" ;;
+  etcd) echo "$ETCD_VERSION" ;;
+  esac
+}
+
+# build_set NAME LDFLAGS PKG... (run inside the set's throwaway module dir)
+build_set() {
+  local name=$1 ldflags=$2
+  shift 2
+  local out="$BIN_DIR/"
+  # A single package may be given its binary name (etcd's main package is its module root, ".../v3").
+  [[ -n "${OUT_NAME:-}" ]] && out="$BIN_DIR/$OUT_NAME"
+  local t0=$SECONDS
+  log "$name $(set_key "$name"): resolving modules"
+  "${NICE[@]}" go mod tidy >"$LOG_DIR/build-$name.log" 2>&1 || {
+    tail -20 "$LOG_DIR/build-$name.log" >&2
+    die "$name: go mod tidy failed (full log: $LOG_DIR/build-$name.log)"
+  }
+  log "$name $(set_key "$name"): go build $(basename -a "$@" | tr '\n' ' ')"
+  "${NICE[@]}" go build -trimpath -ldflags="-s -w $ldflags" -o "$out" "$@"
+  set_key "$name" >"$STAMP_DIR/$name"
+  local dt=$((SECONDS - t0))
+  log "$name $(set_key "$name"): built in ${dt}s"
+  echo "$name $(set_key "$name") ${dt}s $(date -u +%FT%TZ)" >>"$CACHE/build-times.log"
+}
+
+# module_dir MODULE@VERSION -> the extracted module in the module cache (for manifests shipped in it).
+module_dir() { go mod download -json "$1" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p'; }
+
+build_kubernetes() {
+  local v=$KUBERNETES_VERSION sv=$KUBERNETES_STAGING_VERSION dir gomod
+  dir=$(new_module kubernetes)
+  cd "$dir"
+  gomod=$(mod_file "k8s.io/kubernetes@$v")
+  [[ -f "$gomod" ]] || die "cannot download k8s.io/kubernetes@$v"
+  # k8s.io/kubernetes replaces every staging module with ./staging/src/...; a dependent module must
+  # replace them with their published versions instead. Generated from its own go.mod.
+  {
+    echo
+    echo "require k8s.io/kubernetes $v"
+    echo
+    sed -n 's#^[[:space:]]*\(k8s\.io/[a-z0-9-]*\) => \./staging/src/k8s\.io/[a-z0-9-]*$#replace \1 => \1 '"$sv"'#p' "$gomod"
+  } >>go.mod
+  [[ $(grep -c '^replace ' go.mod) -gt 20 ]] || die "could not derive the staging replace list from $gomod"
+  local pkgs=(k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
+    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl)
+  tools_file "$dir" "${pkgs[@]}"
+  local major minor ld=""
+  major=$(echo "${v#v}" | cut -d. -f1)
+  minor=$(echo "${v#v}" | cut -d. -f2)
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld+=" -X $p.gitVersion=$v -X $p.gitMajor=$major -X $p.gitMinor=$minor"
+    ld+=" -X $p.gitTreeState=clean -X $p.buildDate=$BUILD_DATE"
+  done
+  build_set kubernetes "$ld" "${pkgs[@]}"
+}
+
+build_simple() { # NAME MODULE VERSION LDFLAGS PKG...
+  local name=$1 module=$2 v=$3 ld=$4 dir
+  shift 4
+  dir=$(new_module "$name")
+  cd "$dir"
+  printf '\nrequire %s %s\n' "$module" "$v" >>go.mod
+  tools_file "$dir" "$@"
+  build_set "$name" "$ld" "$@"
+}
+
+build_kwok() {
+  build_simple kwok sigs.k8s.io/kwok "$KWOK_VERSION" \
+    "-X sigs.k8s.io/kwok/pkg/consts.Version=$KWOK_VERSION -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=$KUBERNETES_VERSION" \
+    sigs.k8s.io/kwok/cmd/kwok
+}
+
+# Manifests shipped inside the pinned modules, copied next to the binaries so cluster.sh needs no Go.
+share_kwok() {
+  local src dst="$CACHE/share/kwok-$KWOK_VERSION"
+  [[ -f "$dst/stages.yaml" ]] && return 0
+  src=$(module_dir "sigs.k8s.io/kwok@$KWOK_VERSION")
+  mkdir -p "$dst"
+  # Node: initialize + heartbeat via leases. Pod: the "general" stages, whose delays can be set per
+  # pod by annotation (e.g. pod-complete.stage.kwok.x-k8s.io/delay keeps a Job's pod Running).
+  for f in "$src"/kustomize/stage/node/fast/node-initialize.yaml \
+    "$src"/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+    "$src"/kustomize/stage/pod/general/pod-*.yaml; do
+    printf -- '---\n' && cat "$f"
+  done >"$dst/stages.yaml.tmp"
+  mv "$dst/stages.yaml.tmp" "$dst/stages.yaml"
+}
+
+share_kueue() {
+  local src dst="$CACHE/share/kueue-$KUEUE_VERSION"
+  [[ -f "$dst/webhook/manifests.yaml" ]] && return 0
+  src=$(module_dir "sigs.k8s.io/kueue@$KUEUE_VERSION")
+  rm -rf "$dst.tmp" && mkdir -p "$dst.tmp"
+  cp -r "$src/config/components/crd" "$src/config/components/webhook" "$dst.tmp/"
+  chmod -R u+w "$dst.tmp"
+  rm -rf "$dst" && mv "$dst.tmp" "$dst"
+}
+
+build_kueue() {
+  build_simple kueue sigs.k8s.io/kueue "$KUEUE_VERSION" \
+    "-X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION -X sigs.k8s.io/kueue/pkg/version.BuildDate=$BUILD_DATE" \
+    sigs.k8s.io/kueue/cmd/kueue
+}
+
+build_helm() {
+  build_simple helm "$HELM_MODULE" "$HELM_VERSION" \
+    "-X $HELM_MODULE/internal/version.version=$HELM_VERSION" \
+    "$HELM_MODULE/cmd/helm"
+}
+
+build_etcd() {
+  local v=$ETCD_VERSION dir gomod
+  dir=$(new_module etcd)
+  cd "$dir"
+  gomod=$(mod_file "go.etcd.io/etcd/server/v3@$v")
+  # etcd's server module replaces its sibling modules with ../ paths; use the same published version.
+  {
+    printf '\nrequire go.etcd.io/etcd/server/v3 %s\n\n' "$v"
+    sed -n 's#^[[:space:]]*\(go\.etcd\.io/etcd/[a-z/0-9]*\) => \.\./.*$#replace \1 => \1 '"$v"'#p' "$gomod"
+  } >>go.mod
+  tools_file "$dir" go.etcd.io/etcd/server/v3
+  OUT_NAME=etcd build_set etcd "" go.etcd.io/etcd/server/v3
+}
+
+ALL_SETS=(kubernetes kwok kueue helm etcd)
+declare -A SET_BINS=([kubernetes]="kube-apiserver kube-controller-manager kube-scheduler kubectl"
+  [kwok]=kwok [kueue]=kueue [helm]=helm [etcd]=etcd)
+sets=("$@")
+[[ ${#sets[@]} -gt 0 ]] || sets=("${ALL_SETS[@]}")
+total0=$SECONDS
+for s in "${sets[@]}"; do
+  [[ -n "${SET_BINS[$s]:-}" ]] || die "unknown binary set '$s' (known: ${ALL_SETS[*]})"
+  # shellcheck disable=SC2086
+  if is_cached "$s" ${SET_BINS[$s]}; then
+    log "$s $(set_key "$s"): cached (${SET_BINS[$s]})"
+  else
+    (build_"$s")
+  fi
+  case "$s" in
+  kwok) share_kwok ;;
+  kueue) share_kueue ;;
+  esac
+done
+log "binaries ready in $BIN_DIR ($((SECONDS - total0))s)"
