@@ -1,0 +1,166 @@
+"""Prometheus reader: a fixed set of queries per refresh, in parallel, with a deadline and a TTL cache.
+
+Never raises for telemetry trouble: an unreachable, slow or confused Prometheus yields a reading
+whose values are None and whose gaps say why. Thread-safe; from asyncio call it with
+`asyncio.to_thread(reader.snapshot, identities)`.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import math
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import requests
+from prometheus_api_client import PrometheusConnect
+from prometheus_api_client.exceptions import PrometheusApiClientException
+from urllib3.util.retry import Retry
+
+from sovereignspec.api.telemetry_spec import TelemetrySpec
+from sovereignspec.model.telemetry import PodRef, TelemetrySnapshot
+from sovereignspec.telemetry.annotations import DraftIdentity
+from sovereignspec.telemetry.assemble import QueryResult, assemble
+from sovereignspec.telemetry.gaps import Gap, GapCode
+from sovereignspec.telemetry.join import build_snapshot
+from sovereignspec.telemetry.metrics import TelemetryMetrics
+from sovereignspec.telemetry.parse import parse_vector
+from sovereignspec.telemetry.queries import Query, effective_queries
+from sovereignspec.telemetry.reading import TelemetryReading
+
+Clock = Callable[[], float]
+
+
+class PrometheusReader:
+    """Reads GPU, engine and acceptance telemetry for the decision core.
+
+    `clock` (Unix seconds) is injected: staleness and the cache are judged on it, never on a
+    hidden `time.time()` deep inside.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        spec: TelemetrySpec | None = None,
+        *,
+        clock: Clock = time.time,
+        metrics: TelemetryMetrics | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self._spec = spec or TelemetrySpec()
+        self._queries = effective_queries(self._spec)
+        self._clock = clock
+        self.metrics = metrics or TelemetryMetrics(registry=None)
+        self._headers = dict(headers or {})
+        self._lock = threading.Lock()
+        self._cached: TelemetryReading | None = None
+        self._cached_at = -math.inf
+
+    @property
+    def spec(self) -> TelemetrySpec:
+        return self._spec
+
+    @property
+    def queries(self) -> dict[Query, str]:
+        """The PromQL each refresh sends (defaults with the policy's overrides)."""
+        return dict(self._queries)
+
+    def set_spec(self, spec: TelemetrySpec) -> None:
+        """Adopt a changed policy; the cache is dropped when the queries change."""
+        with self._lock:
+            queries = effective_queries(spec)
+            if queries != self._queries:
+                self._cached, self._cached_at = None, -math.inf
+            self._spec, self._queries = spec, queries
+
+    def reading(self) -> TelemetryReading:
+        """The cached reading while younger than the TTL, else a fresh one."""
+        with self._lock:
+            now = self._clock()
+            if self._cached is None or now - self._cached_at >= self._spec.cache_ttl_seconds:
+                self._cached = self._refresh_locked()
+                self._cached_at = now
+            reading = self._cached
+        newest = reading.newest_sample
+        self.metrics.age.set(now - newest if newest is not None else math.inf)
+        return reading
+
+    def snapshot(self, identities: Mapping[PodRef, DraftIdentity]) -> TelemetrySnapshot:
+        """The decision core's snapshot, acceptance joined through the pods' draft identities."""
+        return build_snapshot(self.reading(), identities)
+
+    def refresh(self) -> TelemetryReading:
+        """Query now, ignoring the cache (and refill it)."""
+        with self._lock:
+            self._cached = self._refresh_locked()
+            self._cached_at = self._clock()
+            return self._cached
+
+    # ---- internals ----------------------------------------------------------------------------
+
+    def _refresh_locked(self) -> TelemetryReading:
+        started = time.monotonic()
+        now = self._clock()
+        timeout = self._spec.query_timeout_seconds
+        results: dict[Query, QueryResult] = {}
+        # A fresh pool per refresh: a query stuck past the deadline must not block the next refresh.
+        pool = cf.ThreadPoolExecutor(max_workers=len(self._queries), thread_name_prefix="promql")
+        try:
+            futures = {q: pool.submit(self._query, q, promql, timeout) for q, promql in self._queries.items()}
+            done, _ = cf.wait(futures.values(), timeout=timeout + 0.25)
+            for q, fut in futures.items():
+                if fut in done:
+                    results[q] = fut.result()
+                else:
+                    fut.cancel()
+                    results[q] = Gap(q.value, GapCode.TIMEOUT, f"no answer within {timeout:g}s")
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+        for q in self._queries:
+            self.metrics.queries.labels(query=q.value).inc()
+        reading = assemble(results, now, self._spec.staleness_seconds)
+        elapsed = time.monotonic() - started
+        self.metrics.refresh_seconds.observe(elapsed)
+        self.metrics.record_gaps(reading.gaps)
+        return TelemetryReading(
+            time=reading.time,
+            gpus=reading.gpus,
+            engines=reading.engines,
+            pod_acceptance=reading.pod_acceptance,
+            gaps=reading.gaps,
+            newest_sample=reading.newest_sample,
+            queries=len(self._queries),
+            seconds=elapsed,
+        )
+
+    def _query(self, q: Query, promql: str, timeout: float) -> QueryResult:
+        """One query; every failure becomes a Gap (this runs in a worker thread: never raise)."""
+        try:
+            client = PrometheusConnect(
+                url=self.url,
+                headers=self._headers or None,
+                retry=Retry(total=0, connect=0, read=0, redirect=0, status=0),
+                timeout=timeout,
+            )
+            # Prometheus' own evaluation timeout too, so it gives up when we do.
+            raw: Any = client.custom_query(promql, params={"timeout": f"{timeout:g}s"}, timeout=timeout)
+        except requests.exceptions.Timeout:
+            return Gap(q.value, GapCode.TIMEOUT, f"no answer within {timeout:g}s from {self.url}")
+        except requests.exceptions.ConnectionError as exc:
+            return Gap(q.value, GapCode.CONNECTION, f"cannot reach {self.url}: {_short(exc)}")
+        except PrometheusApiClientException as exc:
+            return Gap(q.value, GapCode.HTTP, _short(exc))
+        except (ValueError, KeyError, TypeError) as exc:
+            return Gap(q.value, GapCode.BAD_RESPONSE, f"undecodable answer: {_short(exc)}")
+        except Exception as exc:  # never crash the caller on telemetry
+            return Gap(q.value, GapCode.ERROR, f"{type(exc).__name__}: {_short(exc)}")
+        samples, gap = parse_vector(q.value, raw)
+        return gap if gap is not None else samples
+
+
+def _short(exc: BaseException, limit: int = 200) -> str:
+    text = str(exc).replace("\n", " ")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
