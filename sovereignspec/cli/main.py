@@ -12,7 +12,9 @@ from sovereignspec import __version__
 
 # Each module defines NAME, HELP, add_arguments(parser) and run(args) -> int.
 # Modules keep heavy imports (kopf, kubernetes) inside run() so that --help stays fast.
-COMMANDS: list[str] = []
+COMMANDS: list[str] = [
+    "sovereignspec.cli.telemetry_sim",
+]
 
 
 def _load(name: str) -> ModuleType:
