@@ -11,13 +11,9 @@ from typing import Any
 
 from kubernetes import client
 
+from .objects import as_dict
+
 APPLY_PATCH = "application/apply-patch+yaml"
-
-
-def _as_dict(result: object) -> dict[str, Any]:
-    if not isinstance(result, dict):
-        raise TypeError(f"expected the stored object as a dict, got {type(result).__name__}")
-    return result
 
 
 def apply_status(
@@ -58,7 +54,7 @@ def apply_status(
             force=force,
             _content_type=APPLY_PATCH,
         )
-    return _as_dict(result)
+    return as_dict(result)
 
 
 def apply_object(
@@ -98,4 +94,4 @@ def apply_object(
             force=force,
             _content_type=APPLY_PATCH,
         )
-    return _as_dict(result)
+    return as_dict(result)
