@@ -14,6 +14,7 @@ from sovereignspec import __version__
 # Modules keep heavy imports (kopf, kubernetes) inside run() so that --help stays fast.
 COMMANDS: list[str] = [
     "sovereignspec.cli.telemetry_sim",
+    "sovereignspec.cli.decide",
 ]
 
 

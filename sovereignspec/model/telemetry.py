@@ -56,6 +56,9 @@ class AcceptanceSample(Model):
     drafts: float = Field(ge=0)
     draft_tokens: float = Field(default=0.0, ge=0)
     accepted_per_position: list[float] = []
+    accepted: float | None = Field(
+        default=None, ge=0, description="Total accepted tokens, when per-position counters are absent."
+    )
 
 
 class TelemetryGap(Model):

@@ -1,0 +1,125 @@
+"""SpeculationDecision (namespaced, named after and owned by its Workload): the decision on record.
+
+`kubectl get speculationdecisions` shows mode, k, predicted speed-up, slack, node, state and reason.
+The status carries every input summary and reason of the decision, and the exact podSetUpdates
+written to Kueue, so that the operator can re-assert identical updates while the check stays Ready.
+A decision in state Ready whose pods are not yet bound counts as a reservation of `gpus` GPUs on
+`node` (DESIGN.md §3) -- but only when written by the operator (label
+`app.kubernetes.io/managed-by: sovereignspec`) and owned by a live Workload.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import ConfigDict, Field
+
+from sovereignspec.api.base import Model
+from sovereignspec.api.meta import ObjectMeta, Toleration
+
+CheckState = Literal["Pending", "Ready", "Retry", "Rejected"]
+
+
+class Reason(Model):
+    """One reason behind the decision: CamelCase type, human message."""
+
+    type: str
+    message: str
+
+
+class NeighbourImpact(Model):
+    """A co-located engine: its SLO margin before our workload, and our predicted slowdown of it."""
+
+    namespace: str
+    pod: str
+    margin_before: float | None = None
+    slowdown: float | None = None
+
+
+class AcceptanceSummary(Model):
+    """What the decision believed about the draft: source, decision alpha, per-position curve."""
+
+    source: Literal["observed", "aggregate", "prior", "none"] = "none"
+    alpha: float | None = None
+    quantile: float | None = None
+    drafts: float = 0.0
+    per_position: list[float] = []
+    expected_length: float | None = Field(default=None, description="E[L(k)] at the chosen k.")
+
+
+class Speculative(Model):
+    """The speculation outcome; `config` is the exact `--speculative-config` JSON, "" when off."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.schedule) || self.schedule.all(r, size(r) == 3)",
+                    "message": "schedule rows are [start, end, k]",
+                }
+            ]
+        }
+    )
+
+    enabled: bool = False
+    method: str | None = None
+    draft_model: str | None = None
+    num_speculative_tokens: int = Field(default=0, ge=0)
+    schedule: list[list[int]] = Field(default=[], max_length=64)
+    config: str = ""
+
+
+class PodSetUpdate(Model):
+    """One entry of Kueue's `podSetUpdates`, exactly as written (additive to the pod template)."""
+
+    name: str
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    node_selector: dict[str, str] = {}
+    tolerations: list[Toleration] = []
+
+
+class SpeculationDecisionSpec(Model):
+    workload: str = Field(min_length=1, description="Name of the Workload this decision answers.")
+    workload_uid: str | None = None
+    admission_check: str | None = None
+
+
+class SpeculationDecisionStatus(Model):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "self.state != 'Ready' || has(self.node)",
+                    "message": "a Ready decision names its node",
+                }
+            ]
+        }
+    )
+
+    state: CheckState = "Pending"
+    reason: str = ""
+    message: str = ""
+    mode: Literal["on", "off"] = "off"
+    node: str | None = None
+    tenant: str | None = None
+    gpus: int = Field(default=0, ge=0, description="GPUs reserved on the node until the pods bind.")
+    speculative: Speculative = Speculative()
+    predicted_speedup: float | None = None
+    slack: float | None = None
+    acceptance: AcceptanceSummary = AcceptanceSummary()
+    neighbours: list[NeighbourImpact] = Field(default=[], max_length=1024)
+    reasons: list[Reason] = Field(default=[], max_length=256)
+    pod_set_updates: list[PodSetUpdate] = Field(default=[], max_length=8)
+    telemetry_time: datetime | None = None
+    decided_at: datetime | None = None
+    observed_generation: int | None = None
+
+
+class SpeculationDecision(Model):
+    api_version: Literal["sovereignspec.io/v1alpha1"] = "sovereignspec.io/v1alpha1"
+    kind: Literal["SpeculationDecision"] = "SpeculationDecision"
+    metadata: ObjectMeta = ObjectMeta()
+    spec: SpeculationDecisionSpec
+    status: SpeculationDecisionStatus | None = None

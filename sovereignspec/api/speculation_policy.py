@@ -1,0 +1,209 @@
+"""SpeculationPolicy (cluster-scoped): thresholds, draft budget, priors, accelerator profiles.
+
+It is the `parameters` object of the AdmissionCheck. Every field has a default, so
+`spec: {}` is a complete policy. Cross-field rules are written twice on purpose: as pydantic
+validators (the CLI and the operator reject a bad object with a message) and as CEL
+`x-kubernetes-validations` (the API server rejects it at write time); `crdgen` copies the CEL rules
+from each model's `json_schema_extra` into the CRD.
+"""
+
+from __future__ import annotations
+
+from itertools import pairwise
+from typing import Literal
+
+from pydantic import ConfigDict, Field, model_validator
+
+from sovereignspec.api.base import Model
+from sovereignspec.api.meta import API_VERSION, ObjectMeta
+from sovereignspec.api.telemetry_spec import TelemetrySpec
+
+METHODS = ("eagle", "eagle3", "mtp", "ngram", "draft_model", "medusa", "mlp_speculator")
+"""vLLM `--speculative-config` methods the decision core knows how to budget."""
+
+
+class BetaPrior(Model):
+    """Beta prior on the i.i.d. acceptance rate alpha: Beta(mean·strength, (1 - mean)·strength)."""
+
+    mean: float = Field(gt=0, lt=1)
+    strength: float = Field(gt=0, le=1e6, description="Pseudo-observations (conditional draft trials).")
+
+
+# Defaults from DESIGN.md §4, in line with the published acceptance figures:
+# EAGLE (Li et al. 2024, arXiv:2401.15077) and EAGLE-3 (Li et al. 2025, arXiv:2503.01840) report
+# per-token acceptance around 0.7-0.8 on chat benchmarks; DeepSeek-V3's MTP module
+# (arXiv:2412.19437 §5.4.3) reports 85-90 % acceptance of the second token; a separate small draft
+# model (Leviathan et al. 2023, arXiv:2211.17192, Table 3) lands at alpha ≈ 0.5-0.8; prompt-lookup
+# n-gram drafting depends on the task (high for summarising/editing, low for chat), hence 0.5.
+DEFAULT_PRIORS: dict[str, BetaPrior] = {
+    "eagle3": BetaPrior(mean=0.8, strength=20),
+    "eagle": BetaPrior(mean=0.7, strength=20),
+    "mtp": BetaPrior(mean=0.8, strength=20),
+    "draft_model": BetaPrior(mean=0.65, strength=20),
+    "ngram": BetaPrior(mean=0.5, strength=20),
+}
+
+
+class ModelPair(Model):
+    target_model: str = Field(min_length=1)
+    draft_model: str = Field(min_length=1)
+
+
+class StepTimePoint(Model):
+    tokens: int = Field(ge=0, le=10_000_000)
+    seconds: float = Field(ge=0, le=3600)
+
+
+class Roofline(Model):
+    """Roofline parameters: t0 = weight bytes / (bandwidth·mbu), g(T) = T·2·params / (flops·mfu)."""
+
+    peak_tflops: float = Field(gt=0, description="Dense tensor TFLOP/s at the serving precision.")
+    memory_bandwidth_gbs: float = Field(gt=0, description="Memory bandwidth in GB/s (10^9 bytes).")
+    params_b: float = Field(gt=0, description="Target model parameters, in billions.")
+    bytes_per_param: float = Field(default=2.0, gt=0, le=8)
+    mfu: float = Field(default=0.5, gt=0, le=1, description="Achieved fraction of peak FLOP/s.")
+    mbu: float = Field(default=0.75, gt=0, le=1, description="Achieved fraction of peak bandwidth.")
+
+
+class AcceleratorProfile(Model):
+    """Step time of the target model on one GPU product, plus per-method draft cost and memory.
+
+    `product` is matched against the node label `nvidia.com/gpu.product` and dcgm's `modelName`
+    after normalising (case-insensitive, spaces and underscores as '-'); `aliases` adds more names.
+    `targetModel` "*" matches any target. Exactly one of `stepTime` (a calibrated table, first point at
+    0 tokens) or `roofline` must be set.
+    """
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "has(self.stepTime) != has(self.roofline)",
+                    "message": "exactly one of stepTime or roofline must be set",
+                },
+                {
+                    "rule": "!has(self.stepTime) || "
+                    "(size(self.stepTime) >= 2 && self.stepTime[0].tokens == 0)",
+                    "message": "stepTime needs at least two points, the first at tokens 0",
+                },
+                {
+                    "rule": "!has(self.stepTime) || self.stepTime.map(p, p.tokens).all(t, "
+                    "self.stepTime.map(p, p.tokens).exists_one(u, u == t)) "
+                    "&& self.stepTime.map(p, p.tokens).isSorted()",
+                    "message": "stepTime tokens must be strictly increasing",
+                },
+                {
+                    "rule": "!has(self.stepTime) || self.stepTime.map(p, p.seconds).isSorted()",
+                    "message": "stepTime seconds must be non-decreasing",
+                },
+            ]
+        }
+    )
+
+    product: str = Field(min_length=1, max_length=128)
+    aliases: list[str] = Field(default=[], max_length=16)
+    target_model: str = Field(default="*", min_length=1, max_length=256)
+    step_time: list[StepTimePoint] | None = Field(default=None, max_length=64)
+    roofline: Roofline | None = None
+    draft_cost: dict[str, float] = Field(
+        default={}, description="Draft cost c_d per draft token, relative to one target step, per method."
+    )
+    draft_memory_mib: dict[str, float] = Field(
+        default={}, alias="draftMemoryMiB", description="GPU memory the draft needs, per method, MiB."
+    )
+    source: str | None = Field(default=None, max_length=512, description="Where the figures come from.")
+
+    @model_validator(mode="after")
+    def _check(self) -> AcceleratorProfile:
+        if (self.step_time is None) == (self.roofline is None):
+            raise ValueError("exactly one of stepTime or roofline must be set")
+        if self.step_time is not None:
+            pts = self.step_time
+            if len(pts) < 2 or pts[0].tokens != 0:
+                raise ValueError("stepTime needs at least two points, the first at tokens 0")
+            for a, b in pairwise(pts):
+                if b.tokens <= a.tokens:
+                    raise ValueError("stepTime tokens must be strictly increasing")
+                if b.seconds < a.seconds:
+                    raise ValueError("stepTime seconds must be non-decreasing")
+            if pts[0].seconds <= 0:
+                raise ValueError("stepTime at 0 tokens (t0) must be > 0")
+        for name, cost in self.draft_cost.items():
+            if not 0 <= cost < 10:
+                raise ValueError(f"draftCost[{name}]={cost} must be in [0, 10)")
+        for name, mib in self.draft_memory_mib.items():
+            if mib < 0:
+                raise ValueError(f"draftMemoryMiB[{name}]={mib} must be >= 0")
+        return self
+
+
+DEFAULT_BREAKPOINTS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+
+
+class SpeculationPolicySpec(Model):
+    """Thresholds and budgets of the speculation decision (DESIGN.md §2, §4)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.batchBreakpoints) || (self.batchBreakpoints[0] == 1 "
+                    "&& self.batchBreakpoints.isSorted() && self.batchBreakpoints.all(b, "
+                    "self.batchBreakpoints.exists_one(c, c == b)))",
+                    "message": "batchBreakpoints must start at 1 and be strictly increasing",
+                },
+                {
+                    "rule": "!has(self.batchBreakpoints) || !has(self.maxBatch) || "
+                    "self.batchBreakpoints.all(b, b <= self.maxBatch)",
+                    "message": "batchBreakpoints must not exceed maxBatch",
+                },
+                {
+                    "rule": "!has(self.defaultExpectedBatch) || !has(self.maxBatch) || "
+                    "self.defaultExpectedBatch <= self.maxBatch",
+                    "message": "defaultExpectedBatch must not exceed maxBatch",
+                },
+            ]
+        }
+    )
+
+    min_gain: float = Field(default=0.05, ge=0, le=10, description="Self-benefit threshold on S_real - 1.")
+    safety: float = Field(default=0.1, ge=0, lt=1, description="Fraction of neighbour SLO margin kept.")
+    k_max: int = Field(default=8, ge=1, le=32)
+    batch_breakpoints: list[int] = Field(default=DEFAULT_BREAKPOINTS, min_length=1, max_length=32)
+    max_batch: int = Field(default=1024, ge=1, le=65536, description="Upper end of the last batch range.")
+    default_expected_batch: int = Field(default=8, ge=1)
+    default_tpot_slo_ms: float = Field(default=100.0, gt=0)
+    default_class: Literal["interactive", "batch"] = "interactive"
+    slack_aggregation: Literal["min", "mean", "max"] = "min"
+    alpha_quantile: float = Field(default=0.25, gt=0, lt=1)
+    weak_acceptance: float = Field(
+        default=0.6, ge=0, le=1, description="A draft whose decision alpha is below this is weak: plain."
+    )
+    unknown_neighbour_slack: float = Field(default=0.5, ge=0, le=1)
+    priors: dict[str, BetaPrior] = Field(default=DEFAULT_PRIORS)
+    allowed_pairs: list[ModelPair] = Field(default=[], max_length=256)
+    accelerator_profiles: list[AcceleratorProfile] = Field(default=[], max_length=256)
+    builtin_profiles: bool = Field(default=True, description="Fall back to the built-in profiles.")
+    reconfigure_on_drift: bool = False
+    retry_after_seconds: int = Field(default=60, ge=1, le=86400)
+    telemetry: TelemetrySpec = TelemetrySpec()
+
+    @model_validator(mode="after")
+    def _check(self) -> SpeculationPolicySpec:
+        bp = self.batch_breakpoints
+        if bp[0] != 1:
+            raise ValueError("batchBreakpoints must start at 1")
+        if any(b <= a for a, b in pairwise(bp)):
+            raise ValueError("batchBreakpoints must be strictly increasing")
+        if bp[-1] > self.max_batch:
+            raise ValueError("batchBreakpoints must not exceed maxBatch")
+        if self.default_expected_batch > self.max_batch:
+            raise ValueError("defaultExpectedBatch must not exceed maxBatch")
+        return self
+
+
+class SpeculationPolicy(Model):
+    api_version: Literal["sovereignspec.io/v1alpha1"] = API_VERSION  # type: ignore[assignment]
+    kind: Literal["SpeculationPolicy"] = "SpeculationPolicy"
+    metadata: ObjectMeta = ObjectMeta()
+    spec: SpeculationPolicySpec = SpeculationPolicySpec()

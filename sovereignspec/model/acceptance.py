@@ -1,0 +1,146 @@
+"""Draft acceptance: per-position curves, the i.i.d. model, Beta posteriors, and E[L(k)] (DESIGN.md §2).
+
+`p[i-1]` is the probability that draft position i (1-based) is accepted, i.e. positions 1..i all are.
+Public entry point for the decision: `estimate_acceptance(prior, sample, k_max, quantile)`.
+
+How the posterior is formed (DESIGN.md leaves the combination open):
+- per-position counters: position i has `n_i = accepted[i-2]` conditional trials (`accepted[-1]` =
+  drafts) and `s_i = accepted[i-1]` successes; each conditional rate r_i gets the method's Beta prior
+  updated with (s_i, n_i - s_i) and is read at the decision quantile; p_i = r_1·…·r_i. Beyond the k the
+  engines ran with, the last conditional rate extends the curve geometrically. With no counts every
+  r_i is the prior quantile, which is exactly the i.i.d. prior curve alpha_q^i.
+- aggregate counters only (drafts, draft tokens, accepted): alpha is recovered from the mean accepted
+  per draft at the known k (bisection), turned into expected pseudo-counts, and the posterior
+  quantile alpha_q gives p_i = alpha_q^i.
+- the reported `alpha` is the pooled i.i.d. posterior quantile; it classifies the draft as weak.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from sovereignspec.api.speculation_policy import BetaPrior
+from sovereignspec.model.beta import beta_quantile
+from sovereignspec.model.telemetry import AcceptanceSample
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def per_position_acceptance(accepted_per_position: list[float], drafts: float) -> FloatArray:
+    """Observed p_i = accepted_per_pos[i-1] / drafts, clipped to [0, 1] and made non-increasing.
+
+    Counter rates from Prometheus are noisy; p_i can never exceed p_{i-1} (acceptance stops at the
+    first rejection), so a running minimum restores the invariant.
+    """
+    if drafts <= 0:
+        raise ValueError("drafts must be > 0 to form acceptance rates")
+    p = np.clip(np.asarray(accepted_per_position, dtype=np.float64) / drafts, 0.0, 1.0)
+    return np.minimum.accumulate(p) if p.size else p
+
+
+def extend_geometric(p: FloatArray, k: int) -> FloatArray:
+    """The first k positions of the curve, continuing beyond len(p) with the last conditional rate."""
+    if k <= p.size:
+        return p[:k].copy()
+    if p.size == 0:
+        raise ValueError("cannot extend an empty acceptance curve")
+    prev = p[-2] if p.size >= 2 else 1.0
+    ratio = float(p[-1] / prev) if prev > 0 else 0.0
+    tail = p[-1] * ratio ** np.arange(1, k - p.size + 1, dtype=np.float64)
+    return np.concatenate([p, tail])
+
+
+def iid_curve(alpha: float, k: int) -> FloatArray:
+    """p_i = alpha^i for i = 1..k."""
+    return alpha ** np.arange(1, k + 1, dtype=np.float64)
+
+
+def expected_lengths(p: FloatArray) -> FloatArray:
+    """E[L(k)] = 1 + sum_{i<=k} p_i for every k = 0..len(p) (index k)."""
+    return np.concatenate([[1.0], 1.0 + np.cumsum(p)])
+
+
+def iid_expected_length(alpha: float, k: int) -> float:
+    """Closed form (1 - alpha^{k+1}) / (1 - alpha); k + 1 at alpha = 1."""
+    if alpha >= 1.0:
+        return float(k + 1)
+    return float((1.0 - alpha ** (k + 1)) / (1.0 - alpha))
+
+
+def mean_accepted_iid(alpha: float, k: int) -> float:
+    """m(alpha) = alpha(1 - alpha^k)/(1 - alpha): mean accepted tokens per draft of k (i.i.d.)."""
+    return iid_expected_length(alpha, k) - 1.0
+
+
+def alpha_from_mean_accepted(m: float, k: int, tol: float = 1e-12) -> float:
+    """Solve m = alpha(1 - alpha^k)/(1 - alpha) for alpha ∈ [0, 1] by bisection (m is increasing in alpha)."""
+    if k < 1:
+        raise ValueError("k must be >= 1")
+    if m <= 0:
+        return 0.0
+    if m >= k:
+        return 1.0
+    lo, hi = 0.0, 1.0
+    while hi - lo > tol:
+        mid = 0.5 * (lo + hi)
+        if mean_accepted_iid(mid, k) < m:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def prior_params(prior: BetaPrior) -> tuple[float, float]:
+    return prior.mean * prior.strength, (1.0 - prior.mean) * prior.strength
+
+
+@dataclass(frozen=True)
+class AcceptanceEstimate:
+    """Decision curve for k = 1..k_max plus the pooled decision alpha and where it came from."""
+
+    source: Literal["observed", "aggregate", "prior"]
+    alpha: float
+    drafts: float
+    p: FloatArray
+
+    @property
+    def expected_lengths(self) -> FloatArray:
+        return expected_lengths(self.p)
+
+
+def estimate_acceptance(
+    prior: BetaPrior, sample: AcceptanceSample | None, k_max: int, quantile: float
+) -> AcceptanceEstimate:
+    """Conservative acceptance curve: the `quantile` of the Beta posterior (see module docstring)."""
+    a0, b0 = prior_params(prior)
+    acc = [max(0.0, x) for x in sample.accepted_per_position] if sample is not None else []
+    if sample is not None and sample.drafts > 0 and acc:
+        drafts = sample.drafts
+        trials = [drafts, *acc[:-1]]
+        rates = []
+        for s, n in zip(acc, trials, strict=True):
+            s = min(s, n)
+            rates.append(beta_quantile(quantile, a0 + s, b0 + max(n - s, 0.0)))
+        observed = np.cumprod(np.asarray(rates, dtype=np.float64)).astype(np.float64)
+        s_all, n_all = sum(min(s, n) for s, n in zip(acc, trials, strict=True)), sum(trials)
+        alpha = beta_quantile(quantile, a0 + s_all, b0 + max(n_all - s_all, 0.0))
+        return AcceptanceEstimate("observed", alpha, drafts, extend_geometric(observed, k_max))
+    if (
+        sample is not None
+        and sample.drafts > 0
+        and sample.accepted is not None
+        and sample.draft_tokens >= sample.drafts
+    ):
+        k_run = max(1, round(sample.draft_tokens / sample.drafts))
+        m = min(max(sample.accepted / sample.drafts, 0.0), float(k_run))
+        a_hat = alpha_from_mean_accepted(m, k_run)
+        n = sample.drafts * float(np.sum(a_hat ** np.arange(k_run, dtype=np.float64)))
+        s = min(sample.accepted, n)
+        alpha = beta_quantile(quantile, a0 + s, b0 + max(n - s, 0.0))
+        return AcceptanceEstimate("aggregate", alpha, sample.drafts, iid_curve(alpha, k_max))
+    alpha = beta_quantile(quantile, a0, b0)
+    return AcceptanceEstimate("prior", alpha, 0.0, iid_curve(alpha, k_max))

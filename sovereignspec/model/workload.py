@@ -1,0 +1,65 @@
+"""The Kueue Workload (v1beta2) as the decision reads it: pod sets, admission, and check entries."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sovereignspec.api.base import Model
+from sovereignspec.api.meta import Toleration
+from sovereignspec.api.speculation_decision import CheckState, PodSetUpdate
+
+
+class PodSetInfo(Model):
+    """One podSet: its count, GPUs per pod, and the template fields podSetUpdates must not contradict."""
+
+    name: str
+    count: int = 1
+    gpus_per_pod: int = 0
+    annotations: dict[str, str] = {}
+    labels: dict[str, str] = {}
+    node_selector: dict[str, str] = {}
+    tolerations: list[Toleration] = []
+
+
+class TopologyDomain(Model):
+    """One TAS domain: values per topology level, and the pods placed there."""
+
+    values: list[str]
+    count: int = 1
+
+
+class PodSetAssignment(Model):
+    name: str
+    flavors: dict[str, str] = {}
+    count: int | None = None
+    topology_levels: list[str] = []
+    topology_domains: list[TopologyDomain] | None = None
+
+
+class CheckEntry(Model):
+    """`status.admissionChecks[]` entry (listType=map keyed by name)."""
+
+    name: str
+    state: CheckState
+    message: str = ""
+    last_transition_time: datetime | None = None
+    pod_set_updates: list[PodSetUpdate] = []
+    requeue_after_seconds: int | None = None
+
+
+class WorkloadInfo(Model):
+    namespace: str
+    name: str
+    uid: str | None = None
+    generation: int | None = None
+    queue_name: str | None = None
+    pod_sets: list[PodSetInfo] = []
+    quota_reserved: bool = False
+    evicted: bool = False
+    finished: bool = False
+    cluster_queue: str | None = None
+    assignments: list[PodSetAssignment] = []
+    checks: list[CheckEntry] = []
+
+    def check(self, name: str) -> CheckEntry | None:
+        return next((c for c in self.checks if c.name == name), None)

@@ -1,0 +1,777 @@
+"""`decide()`: the single entry point of the decision core (DESIGN.md §2-§4). Pure and deterministic.
+
+    decide(request: AdmissionRequest, snapshot: ClusterSnapshot, policies: Policies, now) -> Decision
+
+The operator and `sovereignspec decide` both call it: build the snapshot with
+`sovereignspec.policy.parse` (or from kopf indexes with the same `parse_*` functions), find the check
+and policies with `sovereignspec.policy.request.request_for`, then turn the Decision into writes with
+`sovereignspec.policy.decision` and `sovereignspec.policy.admission_check`.
+
+Order: hard rules first (sovereignty, flavor, TAS, template, taints, capacity, isolation: I1-I5),
+then speculation (only ever switched off by missing telemetry: I6), then class-aware placement, then
+additive podSetUpdates (I4). Choices where DESIGN.md is silent:
+- All pod sets of a workload go to the chosen node (serving workloads are one engine per pod set);
+  with a TAS assignment the pods go where Kueue put them: every assigned node must be sovereign, no
+  hostname is added, and the schedule is the per-range minimum of k* over the assigned nodes.
+- Decisions happen only when QuotaReserved, not Evicted/Finished, and our entry is Pending; otherwise
+  the Decision is `Pending` with reason `NotActionable` and nothing is to be written.
+- `Rejected` only when no node in the cluster passes the static rules (jurisdiction, policy labels,
+  template nodeSelector, taints, GPU allocatable) or the tenant's policies contradict; anything that
+  can change (capacity, isolation, flavor, node readiness) gives `Retry` after `retryAfterSeconds`.
+- Node load for "most loaded" placement: background tensor load u when known, else the allocated GPU
+  fraction. A node's u aggregates its GPUs with free capacity by `slackAggregation` (min slack ⇔ max u;
+  mean averages u); GPUs with free capacity are those with fewer pods than the node's replicas per GPU.
+- A neighbour with a vLLM engine sample but no TPOT, or with an SLO annotation but no engine sample,
+  counts with margin 0 (no room); a pod with neither is not SLO-bound and does not constrain us.
+- Draft memory: the minimum free framebuffer over the node's free GPUs must hold the draft; unknown
+  free memory turns speculation off on that node.
+- Ties: placement by higher S_real, then higher slack, then node name; k* by the smaller k.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+import numpy as np
+
+from sovereignspec.api.meta import (
+    ANNOTATION_DECISION,
+    ANNOTATION_SPECULATIVE_CONFIG,
+    LABEL_GPU_PRODUCT,
+    LABEL_HOSTNAME,
+    LABEL_SPECULATIVE,
+    PREFIX,
+    Toleration,
+)
+from sovereignspec.api.speculation_decision import (
+    AcceptanceSummary,
+    CheckState,
+    NeighbourImpact,
+    PodSetUpdate,
+    Reason,
+    Speculative,
+)
+from sovereignspec.api.speculation_policy import DEFAULT_PRIORS, SpeculationPolicySpec
+from sovereignspec.model.acceptance import AcceptanceEstimate, estimate_acceptance
+from sovereignspec.model.cluster import ClusterSnapshot, NodeInfo, SnapshotIndex
+from sovereignspec.model.profiles import DEFAULT_PROFILES, ProfileBook
+from sovereignspec.model.speedup import slack as slack_of
+from sovereignspec.model.steptime import StepCurve
+from sovereignspec.model.telemetry import AcceptanceSample, GpuSample, TelemetrySnapshot
+from sovereignspec.model.workload import PodSetInfo, WorkloadInfo
+from sovereignspec.policy.claims import Claims, parse_slo_ms, read_claims
+from sovereignspec.policy.decision import Candidate, Decision
+from sovereignspec.policy.evaluate import Evaluation, NeighbourInput, NodeInput, evaluate_nodes
+from sovereignspec.policy.request import AdmissionRequest, Policies
+from sovereignspec.policy.schedule import batch_ranges, merge_schedule, range_index, speculative_config
+from sovereignspec.policy.sovereignty import (
+    PolicyConflict,
+    TenantRules,
+    is_system_namespace,
+    rules_for_namespace,
+    rules_or_strict,
+    taints_tolerated,
+    tenant_of,
+)
+
+# ---------------------------------------------------------------------------------------------------
+# Small helpers
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2f}"
+
+
+def telemetry_state(tel: TelemetrySnapshot | None, now: datetime, staleness_s: float) -> str | None:
+    """None when fresh, else the reason type: TelemetryMissing or TelemetryStale."""
+    if tel is None or tel.time is None:
+        return "TelemetryMissing"
+    age = (now - tel.time).total_seconds()
+    if age > staleness_s or age < -staleness_s:
+        return "TelemetryStale"
+    return None
+
+
+def _profiles(policy: SpeculationPolicySpec) -> ProfileBook:
+    return ProfileBook([*policy.accelerator_profiles, *(DEFAULT_PROFILES if policy.builtin_profiles else ())])
+
+
+_CURVES: dict[int, tuple[object, StepCurve]] = {}
+
+
+def _curve(profile: object) -> StepCurve:
+    """StepCurve per profile object; the profile is kept alive with it so the id stays unique."""
+    hit = _CURVES.get(id(profile))
+    if hit is not None and hit[0] is profile:
+        return hit[1]
+    from sovereignspec.api.speculation_policy import AcceleratorProfile
+
+    assert isinstance(profile, AcceleratorProfile)
+    curve = StepCurve.from_profile(profile)
+    if len(_CURVES) > 4096:
+        _CURVES.clear()
+    _CURVES[id(profile)] = (profile, curve)
+    return curve
+
+
+def _acceptance_sample(tel: TelemetrySnapshot | None, claims: Claims) -> AcceptanceSample | None:
+    if tel is None or claims.method is None:
+        return None
+    found = [
+        a
+        for a in tel.acceptance
+        if a.method == claims.method
+        and a.target_model == (claims.target_model or a.target_model)
+        and a.draft_model == (claims.draft_model or a.draft_model)
+    ]
+    if not found:
+        return None
+    if len(found) == 1:
+        return found[0]
+    width = max(len(a.accepted_per_position) for a in found)
+    per_pos = [
+        sum(a.accepted_per_position[i] for a in found if i < len(a.accepted_per_position))
+        for i in range(width)
+    ]
+    if any(len(a.accepted_per_position) != width for a in found):
+        per_pos = []
+    accepted = [a.accepted for a in found]
+    return AcceptanceSample(
+        target_model=found[0].target_model,
+        draft_model=found[0].draft_model,
+        method=found[0].method,
+        drafts=sum(a.drafts for a in found),
+        draft_tokens=sum(a.draft_tokens for a in found),
+        accepted_per_position=per_pos,
+        accepted=None if any(x is None for x in accepted) else sum(x for x in accepted if x is not None),
+    )
+
+
+class _Ctx:
+    """Per-decision context: the request's constraints and memoised per-namespace rules."""
+
+    def __init__(
+        self, snap: ClusterSnapshot, policies: Policies, wl: WorkloadInfo, rules: TenantRules
+    ) -> None:
+        self.snap = snap
+        self.idx: SnapshotIndex = snap.index
+        self.policies = policies
+        self.policy = policies.speculation
+        self.wl = wl
+        self.rules = rules
+        self._ns_rules: dict[str, TenantRules] = {}
+
+    def ns_rules(self, namespace: str) -> TenantRules:
+        r = self._ns_rules.get(namespace)
+        if r is None:
+            r = rules_or_strict(namespace, self.idx.ns_labels, self.policies.sovereignty)
+            self._ns_rules[namespace] = r
+        return r
+
+    def occupants(self, node: str) -> set[str]:
+        """Namespaces holding the node: non-infrastructure active pods and trusted reservations."""
+        out = set()
+        for p in self.idx.pods_by_node.get(node, ()):
+            if not p.daemonset and not is_system_namespace(p.namespace, self.idx.ns_labels):
+                out.add(p.namespace)
+        for r, _ in self.idx.reservations_by_node.get(node, ()):
+            if not (r.namespace == self.wl.namespace and r.name == self.wl.name):
+                out.add(r.namespace)
+        return out
+
+    def isolation_ok(self, node: str) -> bool:
+        me = self.rules.tenant
+        for ns in self.occupants(node):
+            other = tenant_of(ns, self.idx.ns_labels)
+            if other == me:
+                continue
+            if self.rules.isolated and other not in self.rules.trusted:
+                return False  # I2
+            o = self.ns_rules(ns)
+            if o.isolated and me not in o.trusted:
+                return False  # I3
+        return True
+
+    def free_gpus(self, node: NodeInfo) -> int:
+        reserved = sum(
+            left
+            for r, left in self.idx.reservations_by_node.get(node.name, ())
+            if not (r.namespace == self.wl.namespace and r.name == self.wl.name)
+        )
+        return node.gpu_allocatable - self.idx.gpu_used.get(node.name, 0) - reserved
+
+    def gpu_state(self, node: NodeInfo) -> tuple[list[GpuSample], float | None, float | None]:
+        """(GPUs with free capacity, aggregated background load u, min free framebuffer MiB)."""
+        samples = self.idx.gpus_by_node.get(node.name, [])
+        if not samples:
+            return [], None, None
+        replicas = max(1, node.gpu_allocatable // len(samples)) if node.gpu_allocatable else 1
+        free = [g for g in samples if len(g.pods) < replicas] or samples
+        loads = [g.tensor_active for g in free]
+        u: float | None
+        if any(x is None for x in loads):
+            u = None
+        else:
+            vals = [float(x) for x in loads if x is not None]
+            agg = self.policy.slack_aggregation
+            u = max(vals) if agg == "min" else min(vals) if agg == "max" else sum(vals) / len(vals)
+        fbs = [g.fb_free_mib for g in free]
+        fb = None if any(x is None for x in fbs) else min(float(x) for x in fbs if x is not None)
+        return free, u, fb
+
+
+# ---------------------------------------------------------------------------------------------------
+# Hard rules
+
+
+def _pinned_node_selector(pod_sets: Sequence[PodSetInfo]) -> dict[str, str] | None:
+    merged: dict[str, str] = {}
+    for ps in pod_sets:
+        for k, v in ps.node_selector.items():
+            if merged.get(k, v) != v:
+                return None
+            merged[k] = v
+    return merged
+
+
+def _labels_match(labels: Mapping[str, str], selector: Mapping[str, str]) -> bool:
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def _tas_nodes(wl: WorkloadInfo, nodes: Sequence[NodeInfo]) -> list[str] | None:
+    """Nodes named by TAS assignments (None when no pod set has one)."""
+    found: set[str] = set()
+    any_tas = False
+    for a in wl.assignments:
+        if a.topology_domains is None:
+            continue
+        any_tas = True
+        levels = a.topology_levels
+        for d in a.topology_domains:
+            if levels and levels[-1] == LABEL_HOSTNAME and len(d.values) == len(levels):
+                found.add(d.values[-1])
+                continue
+            sel = dict(zip(levels, d.values, strict=False))
+            found.update(n.name for n in nodes if _labels_match(n.labels, sel))
+    return sorted(found) if any_tas else None
+
+
+# ---------------------------------------------------------------------------------------------------
+# The entry point
+
+
+def decide(
+    request: AdmissionRequest, snapshot: ClusterSnapshot, policies: Policies, now: datetime
+) -> Decision:
+    wl = request.workload
+    policy = policies.speculation
+    tel = snapshot.telemetry
+    base = {
+        "namespace": wl.namespace,
+        "workload": wl.name,
+        "admission_check": request.check,
+        "decided_at": now,
+        "observed_generation": wl.generation,
+        "telemetry_time": tel.time if tel is not None else None,
+    }
+
+    def finish(state: CheckState, reason: str, message: str, **kw: object) -> Decision:
+        reasons = list(kw.pop("reasons", []))  # type: ignore[call-overload]
+        if not any(r.type == reason for r in reasons):
+            reasons.insert(0, Reason(type=reason, message=message))
+        return Decision(state=state, reason=reason, message=message, reasons=reasons, **base, **kw)
+
+    # -- actionable at all?
+    entry = wl.check(request.check)
+    why_not = (
+        f"workload has no admission check entry {request.check}" if entry is None
+        else "quota is not reserved (QuotaReserved is not True)" if not wl.quota_reserved
+        else "workload is evicted" if wl.evicted
+        else "workload is finished" if wl.finished
+        else f"admission check entry is {entry.state}, not Pending" if entry.state != "Pending"
+        else None
+    )  # fmt: skip
+    if why_not is not None:
+        return finish("Pending", "NotActionable", why_not)
+
+    idx = snapshot.index
+    tenant = tenant_of(wl.namespace, idx.ns_labels)
+    try:
+        rules = rules_for_namespace(wl.namespace, idx.ns_labels, policies.sovereignty)
+    except PolicyConflict as exc:
+        return finish("Rejected", "ContradictoryPolicies", str(exc), tenant=tenant)
+    ctx = _Ctx(snapshot, policies, wl, rules)
+
+    pod_sets = wl.pod_sets
+    gpu_sets = [ps for ps in pod_sets if ps.gpus_per_pod > 0]
+    need = sum(ps.count * ps.gpus_per_pod for ps in pod_sets)
+    claims_src = next((ps for ps in gpu_sets if any(k.startswith(PREFIX) for k in ps.annotations)), None)
+    claims = read_claims(claims_src.annotations if claims_src else {}, policy, rules)
+    notes: list[Reason] = list(claims.notes)
+
+    # -- flavor constraints (I4)
+    flavors = {f.name: f for f in snapshot.flavors}
+    flavor_labels: dict[str, str] = {}
+    flavor_tolerations: list[Toleration] = []
+    flavor_labels_by_set: dict[str, dict[str, str]] = {}
+    for a in wl.assignments:
+        per_set: dict[str, str] = {}
+        for fname in sorted(set(a.flavors.values())):
+            f = flavors.get(fname)
+            if f is None:
+                return finish(
+                    "Retry", "FlavorUnknown", f"ResourceFlavor {fname} of pod set {a.name} is not known",
+                    tenant=tenant, requeue_after_seconds=policy.retry_after_seconds,
+                )  # fmt: skip
+            for k, v in f.node_labels.items():
+                if flavor_labels.get(k, v) != v:
+                    return finish(
+                        "Retry", "FlavorConflict", f"admitted flavors disagree on node label {k}",
+                        tenant=tenant, requeue_after_seconds=policy.retry_after_seconds,
+                    )  # fmt: skip
+                flavor_labels[k] = v
+                per_set[k] = v
+            flavor_tolerations.extend(t for t in f.tolerations if t not in flavor_tolerations)
+        flavor_labels_by_set[a.name] = per_set
+
+    template_selector = _pinned_node_selector(pod_sets)
+    tolerations = [*flavor_tolerations, *rules.tolerations]
+    for ps in pod_sets:
+        tolerations.extend(ps.tolerations)
+    tas = _tas_nodes(wl, snapshot.nodes)
+    tas_set = set(tas) if tas is not None else None
+
+    # -- node filter (I1-I4 static, then capacity and isolation)
+    excluded: dict[str, int] = {}
+    static_possible = False
+    candidates: list[NodeInfo] = []
+    free_by_node: dict[str, int] = {}
+    for node in snapshot.nodes:
+        labels = node.labels
+        if not rules.allows_node_labels(labels):
+            why = "jurisdiction or policy labels"
+        elif template_selector is None or not _labels_match(labels, template_selector):
+            why = "template nodeSelector"
+        elif not taints_tolerated(node, tolerations):
+            why = "untolerated taints"
+        elif node.gpu_allocatable < need and tas_set is None:
+            why = "too few GPUs"
+        else:
+            static_possible = True
+            free = ctx.free_gpus(node)
+            if not _labels_match(labels, flavor_labels):
+                why = "admitted flavor's nodeLabels"
+            elif tas_set is not None and node.name not in tas_set:
+                why = "outside the TAS assignment"
+            elif not node.ready or node.unschedulable:
+                why = "not ready or unschedulable"
+            elif tas_set is None and free < need:
+                why = "no free GPU capacity"
+            elif not ctx.isolation_ok(node.name):
+                why = "isolation"
+            else:
+                candidates.append(node)
+                free_by_node[node.name] = free
+                continue
+        excluded[why] = excluded.get(why, 0) + 1
+    summary = ", ".join(f"{n} {w}" for w, n in sorted(excluded.items(), key=lambda x: (-x[1], x[0])))
+    if tas_set is not None:
+        legal = {n.name for n in candidates}
+        missing = [n for n in sorted(tas_set) if n not in legal]
+        if missing or not tas_set:
+            static_any = static_possible
+            msg = f"TAS assignment places pods on non-sovereign or unknown nodes: {', '.join(missing[:5])}"
+            state: CheckState = "Retry" if static_any else "Rejected"
+            return finish(
+                state, "TopologyNotSovereign" if static_any else "NeverSovereign", msg, tenant=tenant,
+                requeue_after_seconds=policy.retry_after_seconds if static_any else None,
+            )  # fmt: skip
+    if not candidates:
+        if not static_possible:
+            return finish(
+                "Rejected", "NeverSovereign",
+                f"no node in the cluster can ever host tenant {tenant} with this workload's constraints "
+                f"({summary or 'no nodes'})", tenant=tenant,
+            )  # fmt: skip
+        return finish(
+            "Retry", "NoSovereignNode",
+            f"no sovereign node with free capacity for tenant {tenant} now ({summary}); retry in "
+            f"{policy.retry_after_seconds}s", tenant=tenant, requeue_after_seconds=policy.retry_after_seconds,
+        )  # fmt: skip
+
+    # -- speculation eligibility (global)
+    off: Reason | None = None
+    tstate = telemetry_state(tel, now, policy.telemetry.staleness_seconds)
+    pinned = [
+        ps.name
+        for ps in gpu_sets
+        if LABEL_SPECULATIVE in ps.labels or ANNOTATION_SPECULATIVE_CONFIG in ps.annotations
+    ]
+    prior = policy.priors.get(claims.method or "") or DEFAULT_PRIORS.get(claims.method or "")
+    estimate: AcceptanceEstimate | None = None
+    if prior is not None and claims.method is not None:
+        estimate = estimate_acceptance(
+            prior,
+            _acceptance_sample(tel if tstate is None else None, claims),
+            policy.k_max,
+            policy.alpha_quantile,
+        )
+    if not gpu_sets:
+        off = Reason(type="NoGpuRequest", message="no pod set requests nvidia.com/gpu")
+    elif pinned:
+        off = Reason(
+            type="TemplatePinsSpeculation",
+            message=f"pod set(s) {', '.join(pinned)} set {LABEL_SPECULATIVE} or "
+            f"{ANNOTATION_SPECULATIVE_CONFIG} in the template; the template's choice stands",
+        )
+    elif claims.malformed:
+        off = claims.malformed[0]
+    elif claims.method is None:
+        off = Reason(type="NotRequested", message="no spec-method or draft-model annotation")
+    elif prior is None or estimate is None:
+        off = Reason(type="NoPrior", message=f"no acceptance prior for method {claims.method}")
+    elif policy.allowed_pairs and not any(
+        p.target_model == claims.target_model and p.draft_model == (claims.draft_model or claims.method)
+        for p in policy.allowed_pairs
+    ):
+        off = Reason(
+            type="PairNotAllowed",
+            message=f"pair target={claims.target_model} draft={claims.draft_model or claims.method} "
+            "is not in the policy's allowedPairs",
+        )
+    elif tstate is not None:
+        off = Reason(
+            type=tstate, message="telemetry is missing or stale: speculation off, placement unchanged"
+        )
+    elif claims.workload_class == "batch":
+        off = Reason(type="BatchClass", message="batch workloads run plain and pack onto loaded nodes")
+    elif estimate.alpha < policy.weak_acceptance:
+        off = Reason(
+            type="WeakDraft",
+            message=f"decision acceptance alpha={estimate.alpha:.2f} is below {policy.weak_acceptance} "
+            f"(source {estimate.source})",
+        )
+    reasons: list[Reason] = [*claims.malformed[1:], *notes]
+
+    ranges = batch_ranges(policy.batch_breakpoints, policy.max_batch)
+    e_range = range_index(ranges, claims.expected_batch)
+    book = _profiles(policy)
+    node_off: dict[str, Reason] = {}
+    loads: dict[str, float | None] = {}
+    inputs: list[NodeInput] = []
+    gpu_info: dict[str, tuple[list[GpuSample], float | None, float | None]] = {}
+    for node in candidates:
+        state_n = ctx.gpu_state(node) if tstate is None else ([], None, None)
+        gpu_info[node.name] = state_n
+        loads[node.name] = state_n[1]
+    if off is None:
+        assert claims.method is not None and estimate is not None
+        for node in candidates:
+            free_gpus, u, fb = gpu_info[node.name]
+            product = node.labels.get(LABEL_GPU_PRODUCT) or next(
+                (g.model_name for g in free_gpus if g.model_name), None
+            )
+            prof = book.find(product, claims.target_model)
+            if prof is None:
+                node_off[node.name] = Reason(
+                    type="NoAcceleratorProfile",
+                    message=f"no profile for GPU {product} / {claims.target_model}",
+                )
+                continue
+            if u is None:
+                node_off[node.name] = Reason(
+                    type="NodeTelemetryMissing", message=f"no GPU load for {node.name}"
+                )
+                continue
+            mem = prof.draft_memory_mib.get(claims.method, 0.0)
+            if fb is None or fb < mem:
+                node_off[node.name] = Reason(
+                    type="InsufficientDraftMemory",
+                    message=f"draft needs {mem:.0f} MiB, free {_fmt(fb)} MiB on {node.name}",
+                )
+                continue
+            curve = _curve(prof)
+            inputs.append(
+                NodeInput(
+                    name=node.name,
+                    curve=curve,
+                    c_d=prof.draft_cost.get(claims.method, 0.0),
+                    u=u,
+                    neighbours=_neighbours(ctx, node, free_gpus, book, policy),
+                )
+            )
+    evaluation: Evaluation | None = None
+    if inputs:
+        evaluation = evaluate_nodes(
+            inputs,
+            estimate.expected_lengths if estimate is not None else np.ones(1),
+            [end for _, end in ranges],
+            claims.expected_batch,
+            e_range,
+            policy.min_gain,
+            policy.safety,
+        )
+    pos = {nd.name: i for i, nd in enumerate(inputs)}
+
+    # -- placement
+    def outcome(name: str) -> tuple[float, float | None, int]:
+        if evaluation is not None and name in pos:
+            i = pos[name]
+            return (
+                float(evaluation.speedup_expected[i]),
+                float(evaluation.slack_expected[i]),
+                int(evaluation.k_star[i].max()),
+            )
+        return 1.0, None, 0
+
+    speculative_mode = off is None
+    if speculative_mode:
+
+        def rank(n: NodeInfo) -> tuple[float, float, str]:
+            s, sig, _ = outcome(n.name)
+            return (-round(s, 9), -round(sig if sig is not None else -1.0, 9), n.name)
+
+    else:
+
+        def rank(n: NodeInfo) -> tuple[float, float, str]:
+            u = loads.get(n.name)
+            alloc = 1.0 - free_by_node[n.name] / n.gpu_allocatable if n.gpu_allocatable else 0.0
+            load = u if u is not None else alloc
+            return (-round(load, 9), -round(alloc, 9), n.name)
+
+    ordered = sorted(candidates, key=rank)
+    chosen = ordered[0]
+    placed = [n.name for n in ordered] if tas is not None else [chosen.name]
+
+    # -- outcome on the chosen node(s)
+    k_row: list[int] = [0] * len(ranges)
+    if evaluation is not None and all(n in pos for n in placed):
+        k_mat = np.stack([evaluation.k_star[pos[n]] for n in placed])
+        k_row = [int(x) for x in k_mat.min(axis=0)]
+        if max(k_row) == 0:
+            k_self = np.stack([evaluation.k_star_self[pos[n]] for n in placed]).min(axis=0)
+            if int(k_self.max()) > 0:
+                off = Reason(
+                    type="NeighbourSlo", message="a co-located neighbour's SLO margin leaves no draft budget"
+                )
+            else:
+                off = Reason(
+                    type="NoGain",
+                    message=f"no draft budget reaches S_real ≥ {1 + policy.min_gain:.2f} on {chosen.name}",
+                )
+    elif off is None:
+        bad = next((node_off[n] for n in placed if n in node_off), None)
+        off = bad or Reason(type="NoGain", message="speculation not evaluated")
+    schedule = merge_schedule(ranges, k_row)
+    num = max(k_row)
+    enabled = num > 0 and off is None
+    config = speculative_config(claims.method or "", claims.draft_model, schedule) if enabled else ""
+    _, sigma_e, _ = outcome(chosen.name)
+    if sigma_e is None:
+        sigma_e = _plain_slack(ctx, chosen, book, claims, gpu_info.get(chosen.name))
+    if enabled and evaluation is not None:
+        predicted: float | None = float(min(evaluation.speedup_expected[pos[n]] for n in placed))
+    else:
+        predicted = 1.0
+
+    neighbours: list[NeighbourImpact] = []
+    if evaluation is not None and chosen.name in pos:
+        i = pos[chosen.name]
+        for j, nb in enumerate(inputs[i].neighbours):
+            slow = float(evaluation.slowdown_expected[i, j]) if enabled else 0.0
+            neighbours.append(
+                NeighbourImpact(
+                    namespace=nb.namespace,
+                    pod=nb.pod,
+                    margin_before=None if nb.margin is None else round(nb.margin, 6),
+                    slowdown=round(slow, 6) if np.isfinite(slow) else None,
+                )
+            )
+    elif tstate is None and chosen.name in gpu_info:
+        for nb in _neighbours(ctx, chosen, gpu_info[chosen.name][0], book, policy):
+            neighbours.append(
+                NeighbourImpact(namespace=nb.namespace, pod=nb.pod, margin_before=nb.margin, slowdown=0.0)
+            )
+
+    speculative = Speculative(
+        enabled=enabled,
+        method=claims.method,
+        draft_model=claims.draft_model,
+        num_speculative_tokens=num if enabled else 0,
+        schedule=schedule if enabled else [[1, policy.max_batch, 0]],
+        config=config,
+    )
+    updates, conflicts = _pod_set_updates(
+        wl, rules, chosen, enabled, config, tas is not None, flavor_labels_by_set
+    )
+    reasons.extend(conflicts)
+    if off is not None:
+        reasons.insert(0, off)
+    for n in placed:
+        if n in node_off and not enabled:
+            reasons.append(node_off[n])
+    acceptance = AcceptanceSummary()
+    if estimate is not None:
+        el = estimate.expected_lengths
+        acceptance = AcceptanceSummary(
+            source=estimate.source,
+            alpha=round(estimate.alpha, 6),
+            quantile=policy.alpha_quantile,
+            drafts=estimate.drafts,
+            per_position=[round(float(x), 6) for x in estimate.p],
+            expected_length=round(float(el[num if enabled else 0]), 6),
+        )
+    cands = []
+    for cand in ordered[:10]:
+        sp, sig, kk = outcome(cand.name)
+        cands.append(
+            Candidate(
+                node=cand.name,
+                predicted_speedup=round(sp, 6),
+                slack=None if sig is None else round(sig, 6),
+                k=kk,
+                free_gpus=free_by_node[cand.name],
+            )
+        )
+    if enabled:
+        reason = "SpeculationOn"
+        message = (
+            f"node {chosen.name}: speculation on ({claims.method}, k≤{num}), predicted S_real "
+            f"{_fmt(predicted)} at batch {claims.expected_batch}, slack {_fmt(sigma_e)}"
+        )
+    else:
+        assert off is not None
+        reason = off.type
+        message = f"node {chosen.name}: speculation off ({off.type}: {off.message})"
+    if tas is not None and len(placed) > 1:
+        message += f"; TAS places pods on {len(placed)} nodes"
+    return finish(
+        "Ready",
+        reason,
+        message,
+        node=chosen.name,
+        tenant=tenant,
+        gpus=need,
+        workload_class=claims.workload_class,
+        speculative=speculative,
+        predicted_speedup=None if predicted is None else round(predicted, 6),
+        slack=None if sigma_e is None else round(sigma_e, 6),
+        acceptance=acceptance,
+        neighbours=neighbours,
+        pod_set_updates=updates,
+        reasons=reasons,
+        candidates=cands,
+    )
+
+
+def _plain_slack(
+    ctx: _Ctx,
+    node: NodeInfo,
+    book: ProfileBook,
+    claims: Claims,
+    info: tuple[list[GpuSample], float | None, float | None] | None,
+) -> float | None:
+    """sigma at the expected batch on a node that was not evaluated (speculation off), when computable."""
+    if info is None or info[1] is None:
+        return None
+    product = node.labels.get(LABEL_GPU_PRODUCT) or next(
+        (g.model_name for g in info[0] if g.model_name), None
+    )
+    prof = book.find(product, claims.target_model)
+    if prof is None:
+        return None
+    c = _curve(prof)
+    return float(slack_of(c.t0, c.g(claims.expected_batch), info[1]))
+
+
+def _neighbours(
+    ctx: _Ctx, node: NodeInfo, gpus: Sequence[GpuSample], book: ProfileBook, policy: SpeculationPolicySpec
+) -> list[NeighbourInput]:
+    seen: dict[tuple[str, str], float] = {}
+    for g in gpus:
+        for p in g.pods:
+            key = (p.namespace, p.name)
+            u = float(g.tensor_active or 0.0)
+            seen[key] = max(seen.get(key, 0.0), u)
+    out = []
+    product_default = node.labels.get(LABEL_GPU_PRODUCT) or next(
+        (g.model_name for g in gpus if g.model_name), None
+    )
+    for (ns, name), u_tot in sorted(seen.items()):
+        if ns == ctx.wl.namespace and name.startswith(ctx.wl.name):
+            continue
+        pod = ctx.idx.pod_by_key.get((ns, name))
+        ann = pod.annotations if pod is not None else {}
+        engine = ctx.idx.engine_by_pod.get((ns, name))
+        raw_slo = ann.get(PREFIX + "tpot-slo-ms")
+        slo_ms, _ = parse_slo_ms(raw_slo, policy.default_tpot_slo_ms, ctx.ns_rules(ns))
+        margin: float | None
+        if engine is not None and engine.tpot_seconds is not None:
+            margin = slo_ms / 1000.0 / engine.tpot_seconds - 1.0
+        elif engine is not None or raw_slo is not None:
+            margin = 0.0
+        else:
+            margin = None
+        sigma = policy.unknown_neighbour_slack
+        prof = book.find(product_default, ann.get(PREFIX + "target-model"))
+        if prof is not None and engine is not None and engine.running is not None:
+            c = _curve(prof)
+            sigma = float(slack_of(c.t0, c.g(max(engine.running, 1.0)), u_tot))
+        out.append(NeighbourInput(namespace=ns, pod=name, sigma=sigma, margin=margin, u_total=u_tot))
+    return out
+
+
+def _pod_set_updates(
+    wl: WorkloadInfo,
+    rules: TenantRules,
+    node: NodeInfo,
+    enabled: bool,
+    config: str,
+    tas: bool,
+    flavor_labels_by_set: Mapping[str, Mapping[str, str]],
+) -> tuple[list[PodSetUpdate], list[Reason]]:
+    """Additive updates only: a key the template (or flavor) already sets to another value is dropped."""
+    conflicts: list[Reason] = []
+    selector: dict[str, str] = {}
+    for key in sorted(rules.jurisdictions):
+        selector[key] = node.labels[key]
+    selector.update(rules.node_selector)
+    if not tas:
+        selector[LABEL_HOSTNAME] = node.labels.get(LABEL_HOSTNAME, node.name)
+    out = []
+    for ps in wl.pod_sets:
+        gpu = ps.gpus_per_pod > 0
+        labels = {LABEL_SPECULATIVE: "on" if enabled else "off"} if gpu else {}
+        annotations = {ANNOTATION_DECISION: wl.name}
+        if gpu:
+            annotations[ANNOTATION_SPECULATIVE_CONFIG] = config
+
+        def additive(
+            kind: str, want: dict[str, str], have: Mapping[str, str], ps_name: str = ps.name
+        ) -> dict[str, str]:
+            kept = {}
+            for k, v in sorted(want.items()):
+                if k in have and have[k] != v:
+                    conflicts.append(
+                        Reason(
+                            type="TemplateConflict",
+                            message=f"pod set {ps_name}: {kind} {k}={have[k]!r} in the template; "
+                            "not overriding",
+                        )
+                    )
+                else:
+                    kept[k] = v
+            return kept
+
+        fixed = {**flavor_labels_by_set.get(ps.name, {}), **ps.node_selector}
+        out.append(
+            PodSetUpdate(
+                name=ps.name,
+                labels=additive("label", labels, ps.labels),
+                annotations=additive("annotation", annotations, ps.annotations),
+                node_selector=additive("nodeSelector", selector, fixed),
+                tolerations=[t for t in rules.tolerations if t not in ps.tolerations],
+            )
+        )
+    return out, conflicts

@@ -1,0 +1,135 @@
+"""The Decision: everything `sovereignspec decide` prints and the operator writes, plus pure builders.
+
+Builders the operator calls:
+- `decision_status(decision)` → SpeculationDecisionStatus (the CR's status),
+- `speculation_decision_object(decision, workload_uid)` → the whole SpeculationDecision, owned by
+  its Workload and labelled as written by the operator (what makes it a trusted reservation),
+- `check_entry(decision)` → the new `status.admissionChecks[]` entry (feed it, with the previous
+  entry and the clock, to `admission_check.set_admission_check_state`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from sovereignspec.api.base import Model
+from sovereignspec.api.meta import API_VERSION, LABEL_MANAGED_BY, MANAGED_BY_VALUE
+from sovereignspec.api.speculation_decision import (
+    AcceptanceSummary,
+    CheckState,
+    NeighbourImpact,
+    PodSetUpdate,
+    Reason,
+    SpeculationDecisionStatus,
+    Speculative,
+)
+from sovereignspec.model.workload import CheckEntry
+
+
+class Candidate(Model):
+    """A node that passed the hard filters, with its predicted outcome (for the record)."""
+
+    node: str
+    predicted_speedup: float | None = None
+    slack: float | None = None
+    k: int = 0
+    free_gpus: int = 0
+
+
+class Decision(Model):
+    namespace: str
+    workload: str
+    admission_check: str | None = None
+    state: CheckState
+    reason: str
+    message: str
+    node: str | None = None
+    tenant: str | None = None
+    gpus: int = 0
+    workload_class: Literal["interactive", "batch"] | None = None
+    speculative: Speculative = Speculative()
+    predicted_speedup: float | None = None
+    slack: float | None = None
+    acceptance: AcceptanceSummary = AcceptanceSummary()
+    neighbours: list[NeighbourImpact] = []
+    pod_set_updates: list[PodSetUpdate] = []
+    reasons: list[Reason] = []
+    requeue_after_seconds: int | None = None
+    candidates: list[Candidate] = []
+    telemetry_time: datetime | None = None
+    decided_at: datetime | None = None
+    observed_generation: int | None = None
+
+    def output(self) -> dict[str, Any]:
+        """The CLI JSON: nulls kept for node/predictedSpeedup/slack so the shape is stable."""
+        data = self.model_dump(mode="json", by_alias=True)
+        data["podSetUpdates"] = [u.wire() for u in self.pod_set_updates]
+        return data
+
+
+def decision_status(d: Decision) -> SpeculationDecisionStatus:
+    return SpeculationDecisionStatus(
+        state=d.state,
+        reason=d.reason,
+        message=d.message,
+        mode="on" if d.speculative.enabled else "off",
+        node=d.node,
+        tenant=d.tenant,
+        gpus=d.gpus if d.state == "Ready" else 0,
+        speculative=d.speculative,
+        predicted_speedup=d.predicted_speedup,
+        slack=d.slack,
+        acceptance=d.acceptance,
+        neighbours=d.neighbours,
+        reasons=d.reasons,
+        pod_set_updates=d.pod_set_updates,
+        telemetry_time=d.telemetry_time,
+        decided_at=d.decided_at,
+        observed_generation=d.observed_generation,
+    )
+
+
+def speculation_decision_object(d: Decision, workload_uid: str | None) -> dict[str, Any]:
+    """The full SpeculationDecision (named after the workload, controller-owned by it)."""
+    meta: dict[str, Any] = {
+        "name": d.workload,
+        "namespace": d.namespace,
+        "labels": {LABEL_MANAGED_BY: MANAGED_BY_VALUE},
+    }
+    if workload_uid:
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "Workload",
+                "name": d.workload,
+                "uid": workload_uid,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+    spec: dict[str, Any] = {"workload": d.workload}
+    if workload_uid:
+        spec["workloadUid"] = workload_uid
+    if d.admission_check:
+        spec["admissionCheck"] = d.admission_check
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "SpeculationDecision",
+        "metadata": meta,
+        "spec": spec,
+        "status": decision_status(d).wire(),
+    }
+
+
+def check_entry(d: Decision) -> CheckEntry:
+    """Our admission-check entry; podSetUpdates only on Ready (Kueue drops them on Retry anyway)."""
+    if d.admission_check is None:
+        raise ValueError("decision has no admission check to answer")
+    return CheckEntry(
+        name=d.admission_check,
+        state=d.state,
+        message=d.message,
+        pod_set_updates=d.pod_set_updates if d.state == "Ready" else [],
+        requeue_after_seconds=d.requeue_after_seconds if d.state == "Retry" else None,
+    )

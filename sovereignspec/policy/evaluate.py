@@ -1,0 +1,119 @@
+"""Vectorised speculation evaluation over candidate nodes x batch ranges x draft budgets k.
+
+One call of `evaluate_nodes` computes, for N nodes, R batch ranges (+1 column at the expected batch)
+and k = 0..kMax, the step ratio τ, S_real, the load increase Δu and every neighbour's slowdown ε, then
+picks k*(B) = argmax S_real under the self-benefit and neighbour-SLO conditions (ties → smaller k;
+k = 0 always qualifies with S_real = 1). Curves are evaluated once per distinct accelerator profile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from sovereignspec.model.speedup import load_increase, neighbour_slowdown, slack, step_ratio
+from sovereignspec.model.steptime import StepCurve
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class NeighbourInput:
+    namespace: str
+    pod: str
+    sigma: float
+    margin: float | None  # None: not SLO-bound (no engine, no SLO claim): not constrained
+    u_total: float
+
+
+@dataclass(frozen=True)
+class NodeInput:
+    name: str
+    curve: StepCurve
+    c_d: float
+    u: float
+    neighbours: Sequence[NeighbourInput]
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Per node n: k_star[n, r] per range, and at the expected batch its S_real, slack and slowdowns."""
+
+    nodes: Sequence[NodeInput]
+    k_star: IntArray  # [N, R]
+    k_star_self: IntArray  # [N, R] ignoring neighbours (to tell "no gain" from "neighbour SLO")
+    speedup_expected: FloatArray  # [N]
+    slack_expected: FloatArray  # [N]
+    slowdown_expected: FloatArray  # [N, J] at the expected batch with its range's k*
+
+
+def evaluate_nodes(
+    nodes: Sequence[NodeInput],
+    expected_length: FloatArray,
+    range_ends: Sequence[int],
+    expected_batch: int,
+    expected_range: int,
+    min_gain: float,
+    safety: float,
+) -> Evaluation:
+    n_nodes, n_k = len(nodes), expected_length.size
+    ks = np.arange(n_k, dtype=np.float64)
+    batches = np.asarray([*range_ends, expected_batch], dtype=np.float64)  # [R+1]
+    curves: dict[int, int] = {}
+    uniq: list[StepCurve] = []
+    cid = np.empty(n_nodes, dtype=np.int64)
+    for i, nd in enumerate(nodes):
+        key = id(nd.curve)
+        if key not in curves:
+            curves[key] = len(uniq)
+            uniq.append(nd.curve)
+        cid[i] = curves[key]
+    t0_c = np.asarray([c.t0 for c in uniq])
+    g_b_c = np.stack([c.g(batches) for c in uniq])  # [C, R+1]
+    g_bk_c = np.stack([c.g(batches[:, None] * (ks[None, :] + 1.0)) for c in uniq])  # [C, R+1, K+1]
+
+    t0 = t0_c[cid][:, None, None]
+    g_b = g_b_c[cid][:, :, None]
+    g_bk = g_bk_c[cid]
+    u = np.asarray([nd.u for nd in nodes])[:, None, None]
+    c_d = np.asarray([nd.c_d for nd in nodes])[:, None, None]
+    tau = step_ratio(t0, g_b, g_bk, u, ks[None, None, :], c_d)  # [N, R+1, K+1]
+    s_real = expected_length[None, None, :] / tau
+    self_ok = s_real >= 1.0 + min_gain
+
+    n_j = max((len(nd.neighbours) for nd in nodes), default=0)
+    if n_j:
+        sigma_j = np.full((n_nodes, n_j), 1.0)
+        thr_j = np.full((n_nodes, n_j), np.inf)
+        u_j = np.zeros((n_nodes, n_j))
+        for i, nd in enumerate(nodes):
+            for j, nb in enumerate(nd.neighbours):
+                sigma_j[i, j] = nb.sigma
+                u_j[i, j] = nb.u_total
+                if nb.margin is not None:
+                    thr_j[i, j] = nb.margin * (1.0 - safety)
+        du = load_increase(t0, g_b, g_bk, u, tau)  # [N, R+1, K+1]
+        eps = neighbour_slowdown(sigma_j[:, :, None, None], du[:, None, :, :], u_j[:, :, None, None])
+        nb_ok = np.all(eps <= thr_j[:, :, None, None], axis=1)  # [N, R+1, K+1]
+    else:
+        eps = np.zeros((n_nodes, 0, batches.size, n_k))
+        nb_ok = np.ones_like(self_ok)
+
+    def pick(valid: npt.NDArray[np.bool_]) -> IntArray:
+        score = np.where(valid, s_real, -np.inf)
+        score[..., 0] = 1.0
+        best: IntArray = np.argmax(score, axis=2).astype(np.int64)
+        return best
+
+    k_all = pick(self_ok & nb_ok)
+    k_self = pick(self_ok)
+    k_e = k_all[:, expected_range]
+    rows = np.arange(n_nodes)
+    speedup_e = s_real[rows, -1, k_e]
+    slack_e = slack(t0_c[cid], g_b_c[cid][:, -1], u[:, 0, 0])
+    slow_e = eps[rows, :, -1, k_e] if n_j else np.zeros((n_nodes, 0))
+    return Evaluation(nodes, k_all[:, :-1], k_self[:, :-1], speedup_e, slack_e, slow_e)

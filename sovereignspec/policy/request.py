@@ -1,0 +1,75 @@
+"""Which check we answer, with which policies: the glue between a Workload and `decide()`.
+
+- `find_our_check(workload, snapshot)` → the AdmissionCheckInfo of the workload's entry whose
+  AdmissionCheck has controllerName `sovereignspec.io/admission`;
+- `select_policies(check, snapshot)` → Policies: the SpeculationPolicy its `parameters` name (a check
+  without parameters uses the policy named `default` if present, else built-in defaults) and every
+  SovereigntyPolicy;
+- `AdmissionRequest`: the workload and the check name, the first argument of `decide()`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from sovereignspec.api.base import Model
+from sovereignspec.api.meta import CONTROLLER_NAME, GROUP
+from sovereignspec.api.sovereignty_policy import SovereigntyPolicy
+from sovereignspec.api.speculation_policy import SpeculationPolicySpec
+from sovereignspec.model.cluster import AdmissionCheckInfo, ClusterSnapshot
+from sovereignspec.model.workload import WorkloadInfo
+
+
+class RequestError(ValueError):
+    """Nothing can be decided: no check of ours on the workload, or its policy is missing."""
+
+
+class AdmissionRequest(Model):
+    workload: WorkloadInfo
+    check: str
+
+
+@dataclass(frozen=True)
+class Policies:
+    speculation: SpeculationPolicySpec = field(default_factory=SpeculationPolicySpec)
+    speculation_name: str | None = None
+    sovereignty: Sequence[SovereigntyPolicy] = ()
+
+
+def find_our_check(workload: WorkloadInfo, snapshot: ClusterSnapshot) -> AdmissionCheckInfo:
+    ours = {c.name: c for c in snapshot.admission_checks if c.controller_name == CONTROLLER_NAME}
+    for entry in workload.checks:
+        if entry.name in ours:
+            return ours[entry.name]
+    names = ", ".join(sorted(ours)) or "none among the objects"
+    raise RequestError(
+        f"Workload {workload.namespace}/{workload.name} has no status.admissionChecks entry for an "
+        f"AdmissionCheck with controllerName {CONTROLLER_NAME} (such checks: {names})"
+    )
+
+
+def select_policies(check: AdmissionCheckInfo, snapshot: ClusterSnapshot) -> Policies:
+    by_name = {p.metadata.name: p for p in snapshot.speculation_policies}
+    name = check.parameters_name
+    if name is not None:
+        if (check.parameters_api_group or GROUP) != GROUP or (
+            check.parameters_kind or "SpeculationPolicy"
+        ) != ("SpeculationPolicy"):
+            raise RequestError(
+                f"AdmissionCheck {check.name}: parameters must reference {GROUP} SpeculationPolicy, got "
+                f"{check.parameters_api_group}/{check.parameters_kind}"
+            )
+        if name not in by_name:
+            raise RequestError(f"AdmissionCheck {check.name}: SpeculationPolicy {name!r} not found")
+        spec = by_name[name].spec
+    elif "default" in by_name:
+        name, spec = "default", by_name["default"].spec
+    else:
+        spec = SpeculationPolicySpec()
+    return Policies(speculation=spec, speculation_name=name, sovereignty=tuple(snapshot.sovereignty_policies))
+
+
+def request_for(workload: WorkloadInfo, snapshot: ClusterSnapshot) -> tuple[AdmissionRequest, Policies]:
+    check = find_our_check(workload, snapshot)
+    return AdmissionRequest(workload=workload, check=check.name), select_policies(check, snapshot)
