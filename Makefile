@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export SOVEREIGNSPEC_CACHE ?= $(HOME)/.cache/sovereignspec
 
-.PHONY: venv lint typecheck unit test cluster-up cluster-down cluster-status crds clean
+.PHONY: venv lint typecheck unit test cluster-up cluster-down cluster-status crds bench-decide clean
 
 $(BIN)/sovereignspec: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -38,6 +38,14 @@ cluster-down:
 
 cluster-status:
 	deploy/local/cluster.sh status
+
+# CRDs are generated from the pydantic models; tests/unit/test_crdgen.py fails when crds/ is stale.
+crds: venv
+	$(BIN)/python -m sovereignspec.api.crdgen crds
+
+# decide() on 500 nodes, kMax 8, 9 batch ranges, 4 neighbours per node: prints median and p99.
+bench-decide: venv
+	$(BIN)/python bench/decide_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
