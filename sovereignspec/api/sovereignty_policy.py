@@ -19,6 +19,17 @@ from sovereignspec.api.meta import DEFAULT_JURISDICTION_LABEL, LabelSelector, Ob
 class TenantLimits(Model):
     """Clamps on what a tenant may claim in its own pod annotations."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.minTpotSloMs) || self.minTpotSloMs > 0.0",
+                    "message": "minTpotSloMs must be > 0",
+                }
+            ]
+        }
+    )
+
     min_tpot_slo_ms: float | None = Field(
         default=None, gt=0, description="An SLO annotation below this counts as this."
     )
@@ -34,6 +45,10 @@ class SovereigntyPolicySpec(Model):
                 {
                     "rule": "(has(self.tenants) && size(self.tenants) > 0) || has(self.namespaceSelector)",
                     "message": "set tenants and/or namespaceSelector",
+                },
+                {
+                    "rule": "!has(self.isolation) || self.isolation in ['Shared', 'Node']",
+                    "message": "isolation must be Shared or Node",
                 },
             ]
         }

@@ -157,6 +157,11 @@ class SpeculationPolicySpec(Model):
                     "self.batchBreakpoints.all(b, b <= self.maxBatch)",
                     "message": "batchBreakpoints must not exceed maxBatch",
                 },
+                {"rule": "!has(self.kMax) || self.kMax >= 1", "message": "kMax must be >= 1"},
+                {
+                    "rule": "!has(self.alphaQuantile) || (self.alphaQuantile > 0.0 && self.alphaQuantile < 1.0)",
+                    "message": "alphaQuantile must be in (0, 1)",
+                },
                 {
                     "rule": "!has(self.defaultExpectedBatch) || !has(self.maxBatch) || "
                     "self.defaultExpectedBatch <= self.maxBatch",
