@@ -15,6 +15,7 @@ from sovereignspec import __version__
 COMMANDS: list[str] = [
     "sovereignspec.cli.telemetry_sim",
     "sovereignspec.cli.decide",
+    "sovereignspec.cli.run",
 ]
 
 

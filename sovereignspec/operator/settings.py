@@ -28,5 +28,6 @@ class OperatorSettings(BaseSettings):
     lease_renew_deadline_seconds: int = Field(default=10, ge=1)
     lease_retry_period_seconds: int = Field(default=2, ge=1)
     identity: str | None = Field(default=None, description="Leader-election identity; None = hostname+pid.")
+    resync_seconds: float = Field(default=5.0, gt=0, description="Sweep of workloads still Pending.")
     drift_interval_seconds: float = Field(default=30.0, gt=0)
     telemetry_refresh_seconds: float = Field(default=10.0, gt=0)

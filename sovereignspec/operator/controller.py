@@ -1,0 +1,391 @@
+"""The controller's state and actions; kopf handlers (handlers.py) only translate events into calls.
+
+Decisions are serialised by one asyncio lock: each decision sees the reservations of every decision
+made before it, including those whose SpeculationDecision is written but not yet back in the kopf
+index (`_inflight`). Writes happen outside the lock: SpeculationDecision first (the durable
+reservation), then our admission-check entry by server-side apply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import kopf
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from sovereignspec.api.speculation_policy import SpeculationPolicy
+from sovereignspec.kube.ssa import apply_admission_check_condition, apply_decision, apply_workload_check
+from sovereignspec.model.cluster import (
+    AdmissionCheckInfo,
+    ClusterSnapshot,
+    FlavorInfo,
+    NamespaceInfo,
+    NodeInfo,
+    PodInfo,
+    Reservation,
+    WorkloadRef,
+)
+from sovereignspec.model.telemetry import PodRef, TelemetrySnapshot
+from sovereignspec.model.workload import WorkloadInfo
+from sovereignspec.operator.admission_checks import active_condition
+from sovereignspec.operator.health import HealthState
+from sovereignspec.operator.metrics import DECISION_DURATION, DECISION_ERRORS, DECISIONS
+from sovereignspec.operator.settings import OperatorSettings
+from sovereignspec.policy.admission_check import entry_wire, set_admission_check_state
+from sovereignspec.policy.decide import decide
+from sovereignspec.policy.decision import Decision, check_entry, speculation_decision_object
+from sovereignspec.policy.parse import ParseError, parse_reservation
+from sovereignspec.policy.request import RequestError, request_for
+from sovereignspec.telemetry.annotations import DraftIdentity
+from sovereignspec.telemetry.join import build_snapshot as telemetry_snapshot
+from sovereignspec.telemetry.metrics import default_metrics
+from sovereignspec.telemetry.reader import PrometheusReader
+from sovereignspec.telemetry.reading import TelemetryReading
+
+log = logging.getLogger("sovereignspec.controller")
+
+
+@dataclass
+class Views:
+    """Typed views over the kopf indexes (each a name → parsed object mapping)."""
+
+    nodes: list[NodeInfo] = field(default_factory=list)
+    pods: list[PodInfo] = field(default_factory=list)
+    identities: dict[PodRef, DraftIdentity] = field(default_factory=dict)
+    namespaces: list[NamespaceInfo] = field(default_factory=list)
+    flavors: list[FlavorInfo] = field(default_factory=list)
+    checks: list[AdmissionCheckInfo] = field(default_factory=list)
+    speculation_policies: dict[str, SpeculationPolicy | str] = field(default_factory=dict)
+    sovereignty_policies: list[Any] = field(default_factory=list)
+    decisions: list[Mapping[str, Any]] = field(default_factory=list)
+    holding: list[WorkloadRef] = field(default_factory=list)
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Controller:
+    def __init__(self, *, settings: OperatorSettings, api: client.ApiClient, health: HealthState) -> None:
+        self.settings = settings
+        self.api = api
+        self.health = health
+        self.lock = asyncio.Lock()
+        self._inflight: dict[str, Reservation] = {}
+        self._pending_seen: dict[str, float] = {}
+        self._answered: dict[str, tuple[str, Mapping[str, Any]]] = {}
+        self._reading: TelemetryReading | None = None
+        self._reader: PrometheusReader | None = None
+        if settings.prometheus_url:
+            self._reader = PrometheusReader(settings.prometheus_url, metrics=default_metrics())
+        self._tasks: list[asyncio.Task[None]] = []
+        self.indexes: Mapping[str, Any] | None = None  # kopf's live index views, bound by the handlers
+        self.resync: Callable[[], Awaitable[None]] | None = None
+
+    # ---- lifecycle -----------------------------------------------------------------------------
+
+    def start_background(self) -> None:
+        if self._reader is not None:
+            self._tasks.append(asyncio.create_task(self._telemetry_loop(), name="telemetry-refresh"))
+        self._tasks.append(asyncio.create_task(self._resync_loop(), name="resync"))
+
+    async def _resync_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.resync_seconds)
+            if self.resync is None:
+                continue
+            try:
+                await self.resync()
+            except Exception:
+                log.exception("resync sweep failed")
+
+    async def close(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        self._tasks.clear()
+
+    async def _telemetry_loop(self) -> None:
+        """Refresh telemetry off the decision path: a slow Prometheus never delays an admission."""
+        assert self._reader is not None
+        while True:
+            try:
+                self._reading = await asyncio.to_thread(self._reader.refresh)
+            except Exception:  # the reader reports trouble as gaps; this is a bug guard
+                log.exception("telemetry refresh failed")
+            await asyncio.sleep(self.settings.telemetry_refresh_seconds)
+
+    def set_telemetry_spec(self, policy: SpeculationPolicy | None) -> None:
+        if self._reader is not None and policy is not None:
+            self._reader.set_spec(policy.spec.telemetry)
+
+    def telemetry(self, identities: Mapping[PodRef, DraftIdentity]) -> TelemetrySnapshot | None:
+        if self._reading is None:
+            return None
+        return telemetry_snapshot(self._reading, identities)
+
+    # ---- AdmissionChecks -----------------------------------------------------------------------
+
+    async def reconcile_admission_check(self, body: Mapping[str, Any], views: Views) -> None:
+        spec = body.get("spec") or {}
+        if spec.get("controllerName") != self.settings.controller_name:
+            return
+        condition = active_condition(body, views.speculation_policies, _utcnow())
+        if condition is None:
+            return  # already up to date: level-based, no write
+        try:
+            await asyncio.to_thread(
+                apply_admission_check_condition,
+                self.api,
+                name=body["metadata"]["name"],
+                condition=condition,
+                field_manager=self.settings.field_manager,
+            )
+        except ApiException as exc:
+            DECISION_ERRORS.labels(stage="admissioncheck").inc()
+            log.warning("cannot update AdmissionCheck %s: %s", body["metadata"]["name"], exc.reason)
+
+    # ---- Workloads -----------------------------------------------------------------------------
+
+    def forget(self, uid: str | None) -> None:
+        """The workload holds nothing any more (evicted, finished or deleted): drop what we track."""
+        if not uid:
+            return
+        self._inflight.pop(uid, None)
+        prefix = f"{uid}/"
+        for table in (self._pending_seen, self._answered):
+            for k in [k for k in table if k.startswith(prefix)]:
+                del table[k]
+
+    def snapshot(self, views: Views, exclude: tuple[str, str] | None = None) -> ClusterSnapshot:
+        """The decision input from the indexes; `exclude` drops the decided workload's own reservation."""
+        holding = list(views.holding)
+        reservations: dict[tuple[str, str], Reservation] = {}
+        for obj in views.decisions:
+            try:
+                r = parse_reservation(obj, holding)
+            except ParseError:
+                continue
+            if r is not None:
+                reservations[(r.namespace, r.name)] = r
+        live = {(w.namespace, w.name) for w in holding}
+        for r in self._inflight.values():
+            if (r.namespace, r.name) in live:
+                reservations[(r.namespace, r.name)] = r
+        if exclude is not None:
+            reservations.pop(exclude, None)
+        policies = [p for p in views.speculation_policies.values() if isinstance(p, SpeculationPolicy)]
+        return ClusterSnapshot(
+            nodes=views.nodes,
+            pods=views.pods,
+            namespaces=views.namespaces,
+            flavors=views.flavors,
+            admission_checks=views.checks,
+            speculation_policies=policies,
+            sovereignty_policies=views.sovereignty_policies,
+            reservations=list(reservations.values()),
+            workloads=holding,
+            telemetry=self.telemetry(views.identities),
+        )
+
+    async def on_workload(
+        self, body: Mapping[str, Any], views_fn: Callable[[], Views], ours: set[str]
+    ) -> None:
+        meta = body.get("metadata") or {}
+        uid = meta.get("uid")
+        status = body.get("status") or {}
+        entries = [e for e in (status.get("admissionChecks") or []) if e.get("name") in ours]
+        if not entries:
+            return
+        try:
+            wl = parse_workload_safe(body)
+        except ParseError as exc:
+            await self._reject_unparsable(body, entries[0], str(exc))
+            return
+        if not wl.quota_reserved or wl.evicted or wl.finished:
+            self.forget(uid)
+            return
+        marker = _quota_marker(status)
+        for entry in wl.checks:
+            if entry.name not in ours:
+                continue
+            key = f"{uid}/{entry.name}"
+            if entry.state != "Pending":
+                self._answered.pop(key, None)  # our answer is visible: later Pending means a requeue
+                continue
+            answered = self._answered.get(key)
+            if answered is not None and answered[0] == marker:
+                # A stale event from before our write landed: re-apply the same answer, never re-decide.
+                await self._apply_entry(wl, answered[1])
+                return
+            self._pending_seen.setdefault(key, time.monotonic())
+            await self._decide_and_write(wl, body, views_fn(), key, marker)
+            return
+
+    async def _decide_and_write(
+        self, wl: WorkloadInfo, body: Mapping[str, Any], views: Views, key: str, marker: str
+    ) -> None:
+        now = _utcnow()
+        async with self.lock:
+            snap = self.snapshot(views, exclude=(wl.namespace, wl.name))
+            try:
+                req, policies = request_for(wl, snap)
+            except RequestError as exc:
+                DECISION_ERRORS.labels(stage="request").inc()
+                log.warning("cannot decide %s/%s: %s", wl.namespace, wl.name, exc)
+                return
+            if policies.speculation_name:
+                self.set_telemetry_spec(
+                    next(
+                        (
+                            p
+                            for p in snap.speculation_policies
+                            if p.metadata.name == policies.speculation_name
+                        ),
+                        None,
+                    )
+                )
+            decision = decide(req, snap, policies, now)
+            if decision.state == "Pending":
+                return
+            if decision.state == "Ready" and decision.node and wl.uid:
+                self._inflight[wl.uid] = Reservation(
+                    namespace=wl.namespace, name=wl.name, node=decision.node, gpus=decision.gpus
+                )
+        await self._write(wl, body, decision, now, key, marker)
+
+    async def _write(
+        self, wl: WorkloadInfo, body: Mapping[str, Any], d: Decision, now: datetime, key: str, marker: str
+    ) -> None:
+        assert d.admission_check is not None
+        previous = wl.check(d.admission_check)
+        entry = entry_wire(set_admission_check_state(previous, check_entry(d), now))
+        try:
+            await asyncio.to_thread(
+                apply_decision,
+                self.api,
+                obj=speculation_decision_object(d, wl.uid),
+                field_manager=self.settings.field_manager,
+            )
+            await self._apply_entry(wl, entry)
+        except ApiException as exc:
+            DECISION_ERRORS.labels(stage="write").inc()
+            if wl.uid:
+                self._inflight.pop(wl.uid, None)
+            if exc.status in (404, 409):
+                log.info(
+                    "workload %s/%s changed under us (%s); waiting for the next event",
+                    wl.namespace,
+                    wl.name,
+                    exc.reason,
+                )
+                return
+            raise kopf.TemporaryError(f"write failed: {exc.status} {exc.reason}", delay=2) from exc
+        self._answered[key] = (marker, entry)
+        started = self._pending_seen.pop(key, None)
+        if started is not None:
+            DECISION_DURATION.observe(time.monotonic() - started)
+        mode = "on" if d.speculative.enabled else "off"
+        DECISIONS.labels(state=d.state, mode=mode, reason=d.reason).inc()
+        kopf.event(
+            cast(kopf.Body, body),
+            type="Normal" if d.state == "Ready" else "Warning",
+            reason=f"Speculation{d.state}",
+            message=_event_message(d),
+        )
+        log.info(
+            "decided",
+            extra={
+                "workload": f"{wl.namespace}/{wl.name}",
+                "state": d.state,
+                "mode": mode,
+                "node": d.node or "",
+                "reason": d.reason,
+                "k": d.speculative.num_speculative_tokens,
+                "speedup": d.predicted_speedup if d.predicted_speedup is not None else math.nan,
+            },
+        )
+
+    async def _apply_entry(self, wl: WorkloadInfo, entry: Mapping[str, Any]) -> None:
+        await asyncio.to_thread(
+            apply_workload_check,
+            self.api,
+            namespace=wl.namespace,
+            name=wl.name,
+            entry=entry,
+            field_manager=self.settings.field_manager,
+        )
+
+    async def _reject_unparsable(
+        self, body: Mapping[str, Any], raw_entry: Mapping[str, Any], why: str
+    ) -> None:
+        """A Workload the core cannot read is answered, never left Pending forever."""
+        if raw_entry.get("state") != "Pending":
+            return
+        meta = body["metadata"]
+        entry = {
+            "name": raw_entry["name"],
+            "state": "Rejected",
+            "message": f"SovereignSpec cannot read this Workload: {why}"[:32768],
+            "lastTransitionTime": _utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"),
+        }
+        try:
+            await asyncio.to_thread(
+                apply_workload_check,
+                self.api,
+                namespace=meta["namespace"],
+                name=meta["name"],
+                entry=entry,
+                field_manager=self.settings.field_manager,
+            )
+        except ApiException as exc:
+            DECISION_ERRORS.labels(stage="write").inc()
+            raise kopf.TemporaryError(f"write failed: {exc.status} {exc.reason}", delay=2) from exc
+        DECISIONS.labels(state="Rejected", mode="off", reason="UnreadableWorkload").inc()
+        kopf.event(
+            cast(kopf.Body, body),
+            type="Warning",
+            reason="SpeculationRejected",
+            message=entry["message"][:1024],
+        )
+
+
+def _quota_marker(status: Mapping[str, Any]) -> str:
+    """Identifies one quota reservation: a requeued workload gets a new QuotaReserved transition."""
+    for c in status.get("conditions") or []:
+        if isinstance(c, Mapping) and c.get("type") == "QuotaReserved":
+            return str(c.get("lastTransitionTime"))
+    return ""
+
+
+def parse_workload_safe(body: Mapping[str, Any]) -> WorkloadInfo:
+    from sovereignspec.policy.parse import parse_workload
+
+    try:
+        return parse_workload(body)
+    except ParseError:
+        raise
+    except (ValueError, TypeError, KeyError) as exc:  # pydantic ValidationError is a ValueError
+        raise ParseError(str(exc)) from exc
+
+
+def _event_message(d: Decision) -> str:
+    if d.state == "Ready":
+        spec = (
+            f"speculation on (k≤{d.speculative.num_speculative_tokens}, predicted x{d.predicted_speedup:.2f})"
+            if d.speculative.enabled and d.predicted_speedup is not None
+            else "speculation off"
+        )
+        return f"{spec} on node {d.node}: {d.message}"[:1024]
+    return f"{d.state}: {d.message}"[:1024]

@@ -1,0 +1,212 @@
+"""kopf wiring: indexes hold parsed cluster state; event handlers hand bodies to the Controller.
+
+No kopf finalizers, progress or diff-base annotations touch Workloads: only index and event handlers
+are registered for them (kopf stores no state for either). A periodic sweep over the index of
+workloads with a Pending entry re-drives anything an event missed (kopf does not retry event handlers).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+import kopf
+
+from sovereignspec.api.speculation_policy import SpeculationPolicy
+from sovereignspec.model.cluster import WorkloadRef
+from sovereignspec.operator.controller import Controller, Views
+from sovereignspec.policy.parse import (
+    ParseError,
+    parse_admission_check,
+    parse_namespace,
+    parse_node,
+    parse_pod,
+    parse_resource_flavor,
+    parse_sovereignty_policy,
+    parse_speculation_policy,
+)
+from sovereignspec.telemetry.annotations import draft_identity, pod_ref
+
+log = logging.getLogger("sovereignspec.handlers")
+T = TypeVar("T")
+
+KUEUE = ("kueue.x-k8s.io", "v1beta2")
+OURS = ("sovereignspec.io", "v1alpha1")
+
+
+def _values(index: Mapping[Any, Iterable[T]]) -> list[T]:
+    return [v for store in index.values() for v in store]
+
+
+def _condition(body: Mapping[str, Any], kind: str) -> bool:
+    conds = (body.get("status") or {}).get("conditions") or []
+    return any(isinstance(c, Mapping) and c.get("type") == kind and c.get("status") == "True" for c in conds)
+
+
+def _holding(body: Mapping[str, Any]) -> bool:
+    """Quota reserved (or admitted) and neither evicted nor finished: its decision is a reservation."""
+    reserved = _condition(body, "QuotaReserved") or bool((body.get("status") or {}).get("admission"))
+    return reserved and not _condition(body, "Evicted") and not _condition(body, "Finished")
+
+
+def _safe(what: str, fn: Callable[[Mapping[str, Any]], T], body: Mapping[str, Any]) -> T | None:
+    try:
+        return fn(body)
+    except (ParseError, ValueError) as exc:
+        log.warning("ignoring unreadable %s %s: %s", what, (body.get("metadata") or {}).get("name"), exc)
+        return None
+
+
+def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.startup(registry=registry)
+    def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+        settings.posting.level = logging.ERROR  # our own Events only; kopf's log lines stay in logs
+        settings.watching.server_timeout = 300
+        settings.watching.client_timeout = 330
+        settings.networking.request_timeout = 30
+        settings.persistence.finalizer = "sovereignspec.io/unused"  # never added: no change handlers
+        settings.execution.max_workers = 8
+
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        return kopf.login_via_client(**kwargs)
+
+    # ---- indexes: parsed once per change, read by every decision ----------------------------------
+
+    @kopf.index("", "v1", "nodes", registry=registry)
+    def ss_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
+        n = _safe("Node", parse_node, body)
+        return {name: n} if n is not None else {}
+
+    @kopf.index("", "v1", "pods", registry=registry)
+    def ss_pods(body: kopf.Body, **_: Any) -> dict[Any, Any]:
+        p = _safe("Pod", parse_pod, body)
+        if p is None or (p.node is None and p.gpu_request == 0):
+            return {}
+        ref, ident = pod_ref(body), draft_identity(body)
+        return {(p.namespace, p.name): (p, ref, ident)}
+
+    @kopf.index("", "v1", "namespaces", registry=registry)
+    def ss_namespaces(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
+        n = _safe("Namespace", parse_namespace, body)
+        return {name: n} if n is not None else {}
+
+    @kopf.index(*KUEUE, "resourceflavors", registry=registry)
+    def ss_flavors(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
+        f = _safe("ResourceFlavor", parse_resource_flavor, body)
+        return {name: f} if f is not None else {}
+
+    @kopf.index(*KUEUE, "admissionchecks", registry=registry)
+    def ss_checks(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
+        c = _safe("AdmissionCheck", parse_admission_check, body)
+        return {name: (c, dict(body))} if c is not None else {}
+
+    @kopf.index(*OURS, "speculationpolicies", registry=registry)
+    def ss_spec_policies(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
+        try:
+            return {name: parse_speculation_policy(body)}
+        except (ParseError, ValueError) as exc:
+            return {name: str(exc)}  # kept as the reason the AdmissionCheck is not Active
+
+    @kopf.index(*OURS, "sovereigntypolicies", registry=registry)
+    def ss_sov_policies(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
+        p = _safe("SovereigntyPolicy", parse_sovereignty_policy, body)
+        return {name: p} if p is not None else {}
+
+    @kopf.index(*OURS, "speculationdecisions", registry=registry)
+    def ss_decisions(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+        return {(namespace, name): dict(body)}
+
+    @kopf.index(*KUEUE, "workloads", registry=registry)
+    def ss_workloads(namespace: str | None, name: str, uid: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+        out: dict[Any, Any] = {}
+        if _holding(body):
+            out[("holding", namespace, name)] = WorkloadRef(
+                namespace=namespace or "default", name=name, uid=uid
+            )
+            checks = (body.get("status") or {}).get("admissionChecks") or []
+            if any(isinstance(c, Mapping) and c.get("state") == "Pending" for c in checks):
+                out[("pending", namespace, name)] = dict(body)
+        return out
+
+    def views(idx: Mapping[str, Any]) -> Views:
+        pods = _values(idx["ss_pods"])
+        specs: dict[str, SpeculationPolicy | str] = {}
+        for key, store in idx["ss_spec_policies"].items():
+            for v in store:
+                specs[key] = v
+        return Views(
+            nodes=_values(idx["ss_nodes"]),
+            pods=[p for p, _, _ in pods],
+            identities={ref: ident for _, ref, ident in pods if ref is not None and ident is not None},
+            namespaces=_values(idx["ss_namespaces"]),
+            flavors=_values(idx["ss_flavors"]),
+            checks=[c for c, _ in _values(idx["ss_checks"])],
+            speculation_policies=specs,
+            sovereignty_policies=_values(idx["ss_sov_policies"]),
+            decisions=_values(idx["ss_decisions"]),
+            holding=[w for k, s in idx["ss_workloads"].items() if k[0] == "holding" for w in s],
+        )
+
+    def pending_bodies(idx: Mapping[str, Any]) -> list[dict[str, Any]]:
+        return [b for k, s in idx["ss_workloads"].items() if k[0] == "pending" for b in s]
+
+    # ---- AdmissionChecks: keep Active, react to policy changes -------------------------------------
+
+    @kopf.on.event(*KUEUE, "admissionchecks", registry=registry)
+    async def on_check(type: str | None, body: kopf.Body, **kw: Any) -> None:
+        ctrl.indexes = kw
+        if type == "DELETED":
+            return
+        await ctrl.reconcile_admission_check(dict(body), views(kw))
+
+    @kopf.on.event(*OURS, "speculationpolicies", registry=registry)
+    async def on_policy(**kw: Any) -> None:
+        v = views(kw)
+        for _, raw in _values(kw["ss_checks"]):
+            await ctrl.reconcile_admission_check(raw, v)
+
+    # ---- Workloads ---------------------------------------------------------------------------------
+
+    @kopf.on.event(*KUEUE, "workloads", registry=registry)
+    async def on_workload(type: str | None, body: kopf.Body, uid: str, **kw: Any) -> None:
+        ctrl.indexes = kw  # kopf indexes are live views: the background loops read them too
+        if type == "DELETED":
+            ctrl.forget(uid)
+            return
+        await ctrl.on_workload(dict(body), lambda: views(kw), ctrl_checks(kw))
+
+    def ctrl_checks(idx: Mapping[str, Any]) -> set[str]:
+        return {
+            c.name for c, _ in _values(idx["ss_checks"]) if c.controller_name == ctrl.settings.controller_name
+        }
+
+    # ---- background: resync sweep over the live indexes ------------------------------------------
+
+    async def resync() -> None:
+        """Re-drive Pending workloads: kopf never retries event handlers, and events can be missed."""
+        idx = ctrl.indexes
+        if idx is None:
+            return
+        for wl in pending_bodies(idx):
+            try:
+                await ctrl.on_workload(wl, lambda: views(idx), ctrl_checks(idx))
+            except kopf.TemporaryError as exc:
+                log.info("resync: %s", exc)
+
+    ctrl.resync = resync
+
+    @kopf.on.startup(registry=registry)
+    async def start_background(**_: Any) -> None:
+        ctrl.start_background()
+        ctrl.health.ready = True
+        ctrl.health.reasons = []
+
+    @kopf.on.cleanup(registry=registry)
+    async def stop_background(**_: Any) -> None:
+        await ctrl.close()
+
+    return registry
