@@ -66,6 +66,12 @@ def _failed(results: Mapping[Query, QueryResult], q: Query) -> bool:
     return not isinstance(results.get(q), list)
 
 
+def _errored(results: Mapping[Query, QueryResult], q: Query) -> bool:
+    """Failed for a reason other than answering nothing (then each subject gets its own gap)."""
+    r = results.get(q)
+    return not isinstance(r, list) and not (isinstance(r, Gap) and r.code is GapCode.EMPTY)
+
+
 def _last_samples(
     q: Query, keyed: list[tuple[str, VectorSample]], now: float, gaps: list[Gap]
 ) -> dict[str, float]:
@@ -91,7 +97,7 @@ def _is_fresh(
 ) -> bool:
     ts = seen.get(subject)
     if ts is None:
-        if not failed:  # a failed freshness query is already one gap; don't repeat it per subject
+        if not failed:  # an erroring freshness query is already one gap; don't repeat it per subject
             gaps.append(
                 Gap(q.value, GapCode.NOT_FRESH, f"{subject}: no recent sample (series gone or never scraped)")
             )
@@ -173,7 +179,7 @@ def _gpus(
             gaps.append(v)
         fb[k] = None if isinstance(v, Gap) else v
 
-    failed = _failed(results, Query.GPU_FRESHNESS)
+    failed = _errored(results, Query.GPU_FRESHNESS)
     out: list[GpuSample] = []
     for k in sorted(labels):
         m = labels[k]
@@ -250,7 +256,7 @@ def _engines(
     waiting = _engine_values(results, Query.WAITING, 0.0, MAX_REQUESTS, gaps, models)
     keys |= tpot.keys() | running.keys() | waiting.keys()
 
-    failed = _failed(results, Query.ENGINE_FRESHNESS)
+    failed = _errored(results, Query.ENGINE_FRESHNESS)
     out: list[EngineSample] = []
     fresh: set[EngineKey] = set()
     for k in sorted(keys):

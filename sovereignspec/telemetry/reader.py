@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import requests
+import urllib3
 from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.util.retry import Retry
@@ -142,7 +143,7 @@ class PrometheusReader:
             client = PrometheusConnect(
                 url=self.url,
                 headers=self._headers or None,
-                retry=Retry(total=0, connect=0, read=0, redirect=0, status=0),
+                retry=_NO_RETRY,
                 timeout=timeout,
             )
             # Prometheus' own evaluation timeout too, so it gives up when we do.
@@ -150,6 +151,8 @@ class PrometheusReader:
         except requests.exceptions.Timeout:
             return Gap(q.value, GapCode.TIMEOUT, f"no answer within {timeout:g}s from {self.url}")
         except requests.exceptions.ConnectionError as exc:
+            if _is_timeout(exc):  # urllib3 wraps read timeouts when retries are off
+                return Gap(q.value, GapCode.TIMEOUT, f"no answer within {timeout:g}s from {self.url}")
             return Gap(q.value, GapCode.CONNECTION, f"cannot reach {self.url}: {_short(exc)}")
         except PrometheusApiClientException as exc:
             return Gap(q.value, GapCode.HTTP, _short(exc))
@@ -159,6 +162,27 @@ class PrometheusReader:
             return Gap(q.value, GapCode.ERROR, f"{type(exc).__name__}: {_short(exc)}")
         samples, gap = parse_vector(q.value, raw)
         return gap if gap is not None else samples
+
+
+# One try per refresh: a retry would blow the deadline; the next refresh is the retry.
+_NO_RETRY = Retry(total=0, connect=0, read=False, redirect=0, status=0, other=0)
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, urllib3.exceptions.NewConnectionError | ConnectionRefusedError):
+            return False  # urllib3 derives "refused" from ConnectTimeoutError, for history
+        if isinstance(cur, TimeoutError | urllib3.exceptions.TimeoutError):
+            return True
+        reason = getattr(cur, "reason", None)
+        if isinstance(reason, BaseException):
+            cur = reason
+            continue
+        cur = cur.args[0] if cur.args and isinstance(cur.args[0], BaseException) else cur.__cause__
+    return False
 
 
 def _short(exc: BaseException, limit: int = 200) -> str:

@@ -4,14 +4,42 @@ from __future__ import annotations
 
 import logging
 import threading
-from wsgiref.simple_server import WSGIServer
+from collections.abc import Callable, Iterable
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, generate_latest
 
 from sovereignspec.telemetry.sim.exposition import SimCollector
 from sovereignspec.telemetry.sim.simulator import Simulator
 
 log = logging.getLogger(__name__)
+TEXT_FORMAT = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def metrics_app(registry: CollectorRegistry) -> Callable[..., Iterable[bytes]]:
+    """Always the classic text format (0.0.4): prometheus_client's OpenMetrics negotiation escapes
+    `vllm:` names to `vllm_`, and vLLM's real names are what the reader must see."""
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if environ.get("PATH_INFO", "/") not in ("/", "/metrics"):
+            start_response("404 Not Found", [("Content-Type", "text/plain")])
+            return [b"not found\n"]
+        body = generate_latest(registry)
+        start_response("200 OK", [("Content-Type", TEXT_FORMAT), ("Content-Length", str(len(body)))])
+        return [body]
+
+    return app
 
 
 class SimServer:
@@ -41,7 +69,14 @@ class SimServer:
         return f"http://{self._host}:{self.port}/metrics"
 
     def start(self, *, tick: bool = True) -> SimServer:
-        self._server, _ = start_http_server(self._port, addr=self._host, registry=self.registry)
+        self._server = make_server(
+            self._host,
+            self._port,
+            metrics_app(self.registry),
+            server_class=_Server,
+            handler_class=_QuietHandler,
+        )
+        threading.Thread(target=self._server.serve_forever, name="sim-http", daemon=True).start()
         if tick:
             self._stop.clear()
             self._ticker = threading.Thread(target=self._run, name="sim-ticker", daemon=True)
