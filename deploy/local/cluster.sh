@@ -337,9 +337,10 @@ webhook:
   host: 127.0.0.1
   port: $KUEUE_WEBHOOK_PORT
   certDir: $PKI_DIR/kueue-webhook
-visibilityServer:
-  bindAddress: 127.0.0.1
-  bindPort: $KUEUE_VISIBILITY_PORT
+# The on-demand visibility API server reads its serving cert from a fixed /visibility directory
+# when internal cert management is off (pkg/visibility/server.go); this test bed does not need it.
+featureGates:
+  VisibilityOnDemand: false
 internalCertManagement:
   enable: false
 leaderElection:
@@ -371,9 +372,8 @@ up_kueue() {
   "${KUBECTL[@]}" create namespace kueue-system --dry-run=client -o yaml | "${KUBECTL[@]}" apply -f - >/dev/null
   "${KUBECTL[@]}" apply --server-side --force-conflicts -f "$CONF_DIR/kueue-webhooks.yaml" >/dev/null
   kueue_config
-  start kueue "$KUEUE_WEBHOOK_PORT $KUEUE_METRICS_PORT $KUEUE_HEALTH_PORT $KUEUE_VISIBILITY_PORT" \
-    env KUBECONFIG="$CONF_DIR/kueue.kubeconfig" "$BIN_DIR/kueue" \
-    --config "$CONF_DIR/kueue-config.yaml" --zap-log-level=2
+  start kueue "$KUEUE_WEBHOOK_PORT $KUEUE_METRICS_PORT $KUEUE_HEALTH_PORT" "$BIN_DIR/kueue" \
+    --kubeconfig "$CONF_DIR/kueue.kubeconfig" --config "$CONF_DIR/kueue-config.yaml" --zap-log-level=2
   wait_for kueue 180 kueue_ready
   wait_for kueue 60 kueue_webhook_ready
 }
@@ -484,7 +484,7 @@ EOF
 
 cmd_up() {
   local t0=$SECONDS
-  "$LOCAL_DIR/build.sh"
+  "$LOCAL_DIR/build.sh" kubernetes etcd kwok kueue # helm is built by build.sh (all), not needed to run
   local tb=$SECONDS
   pki
   up_etcd

@@ -28,7 +28,7 @@ KUEUE_WEBHOOK_PORT=$((PORT_BASE + 6))
 KUEUE_METRICS_PORT=$((PORT_BASE + 7))
 KUEUE_HEALTH_PORT=$((PORT_BASE + 8))
 PROMETHEUS_PORT=$((PORT_BASE + 9))
-KUEUE_VISIBILITY_PORT=$((PORT_BASE + 10))
+# +10: reserved (Kueue's visibility server, disabled: see cluster.sh kueue_config).
 # Left free for later components (telemetry simulator, operator, tests); published in $RUN_DIR/env.
 FREE_PORT_FIRST=$((PORT_BASE + 11))
 FREE_PORT_LAST=$((PORT_BASE + 29))
