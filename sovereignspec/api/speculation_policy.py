@@ -187,7 +187,7 @@ class SpeculationPolicySpec(Model):
     unknown_neighbour_slack: float = Field(default=0.5, ge=0, le=1)
     priors: dict[str, BetaPrior] = Field(default=DEFAULT_PRIORS)
     allowed_pairs: list[ModelPair] = Field(default=[], max_length=256)
-    accelerator_profiles: list[AcceleratorProfile] = Field(default=[], max_length=256)
+    accelerator_profiles: list[AcceleratorProfile] = Field(default=[], max_length=64)
     builtin_profiles: bool = Field(default=True, description="Fall back to the built-in profiles.")
     reconfigure_on_drift: bool = False
     retry_after_seconds: int = Field(default=60, ge=1, le=86400)
