@@ -74,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
         except Exception as exc:
             print(f"telemetry-sim: cannot read the cluster: {exc}", file=sys.stderr)
             return 1
+    sim.tick()  # the first scrape already sees every series
     try:
         server = SimServer(sim, host=args.host, port=args.port).start()
     except OSError as exc:

@@ -249,6 +249,7 @@ class Simulator:
             e = self.engines.pop(key, None)
             if e is not None:
                 self._release(e)
+                self._assign()  # a pod waiting for a slot gets it
 
     def set_pods(self, pods: Iterable[PodSpec]) -> None:
         """Replace all pods (a re-list from the API server)."""

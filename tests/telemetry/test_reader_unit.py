@@ -1,0 +1,139 @@
+"""The reader against canned HTTP answers and a closed port: no Prometheus process needed."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from sovereignspec.api.telemetry_spec import TelemetrySpec
+from sovereignspec.telemetry.metrics import TelemetryMetrics
+from sovereignspec.telemetry.queries import Query
+from sovereignspec.telemetry.reader import PrometheusReader
+from tests.telemetry.promproc import free_port
+
+SPEC = TelemetrySpec(query_timeout_seconds=1.0, cache_ttl_seconds=10)
+Answer = Callable[[str], tuple[int, Any]]
+
+
+@pytest.fixture
+def fake_prometheus() -> Iterator[Callable[[Answer], str]]:
+    servers: list[ThreadingHTTPServer] = []
+
+    def start(answer: Answer) -> str:
+        class H(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                q = parse_qs(urlparse(self.path).query)["query"][0]
+                status, body = answer(q)
+                data = body if isinstance(body, bytes) else json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+        servers.append(srv)
+        return f"http://127.0.0.1:{srv.server_address[1]}"
+
+    yield start
+    for s in servers:
+        s.shutdown()
+        s.server_close()
+
+
+def ok(result: Any, result_type: str = "vector") -> tuple[int, Any]:
+    return 200, {"status": "success", "data": {"resultType": result_type, "result": result}}
+
+
+def test_unreachable_prometheus_is_missing_with_a_reason() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    reg = CollectorRegistry()
+    reader = PrometheusReader(url, SPEC, metrics=TelemetryMetrics(reg))
+    started = time.monotonic()
+    snap = reader.snapshot({})
+    assert time.monotonic() - started < SPEC.query_timeout_seconds + 0.5
+    assert snap.gpus == [] and snap.engines == [] and snap.acceptance == []
+    assert {g.source for g in snap.missing} == {q.value for q in Query}
+    assert all(g.reason.startswith("connection: ") for g in snap.missing)
+    assert (
+        reg.get_sample_value(
+            "sovereignspec_prometheus_errors_total", {"query": "tpot", "reason": "connection"}
+        )
+        == 1
+    )
+    assert reg.get_sample_value("sovereignspec_telemetry_age_seconds") == float("inf")
+
+
+def test_wrong_types_and_http_errors(fake_prometheus: Callable[[Answer], str]) -> None:
+    def answer(q: str) -> tuple[int, Any]:
+        if "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE[" in q:
+            return ok([1.0, "3"], "scalar")
+        if "DCGM_FI_DEV_FB_FREE" in q:
+            return ok([{"metric": {}, "values": [[1.0, "3"]]}], "matrix")
+        if "request_time_per_output_token" in q:
+            return 500, {"status": "error", "error": "boom"}
+        if "num_requests_running)" in q and "timestamp" not in q:
+            return 200, b"<html>not json</html>"
+        return ok([])
+
+    reader = PrometheusReader(fake_prometheus(answer), SPEC)
+    snap = reader.snapshot({})
+    by_source = {g.source: g.reason for g in snap.missing}
+    assert by_source["tensor_active"].startswith("wrong_type")
+    assert by_source["fb_free"].startswith("wrong_type")
+    assert by_source["tpot"].startswith("http: HTTP Status Code 500")
+    assert by_source["running"].startswith("bad_response")
+    assert by_source["gpu_freshness"].startswith("empty")
+
+
+def test_all_queries_go_out_in_parallel_with_the_policy_window(
+    fake_prometheus: Callable[[Answer], str],
+) -> None:
+    seen: list[str] = []
+    lock = threading.Lock()
+
+    def answer(q: str) -> tuple[int, Any]:
+        with lock:
+            seen.append(q)
+        time.sleep(0.3)
+        return ok([])
+
+    spec = SPEC.model_copy(update={"window": "7m", "tpot_quantile": 0.5})
+    reader = PrometheusReader(fake_prometheus(answer), spec)
+    started = time.monotonic()
+    reading = reader.reading()
+    assert time.monotonic() - started < 0.3 * len(Query) / 2  # not one after the other
+    assert reading.queries == len(Query) == len(seen)
+    assert sum("[7m]" in q for q in seen) == 5
+    assert any(q.startswith("histogram_quantile(0.5,") for q in seen)
+    reader.reading()
+    assert len(seen) == len(Query)  # cached
+
+
+def test_set_spec_with_new_queries_drops_the_cache(fake_prometheus: Callable[[Answer], str]) -> None:
+    count = [0]
+
+    def answer(q: str) -> tuple[int, Any]:
+        count[0] += 1
+        return ok([])
+
+    reader = PrometheusReader(fake_prometheus(answer), SPEC)
+    reader.reading()
+    reader.set_spec(SPEC)
+    reader.reading()
+    assert count[0] == len(Query)
+    reader.set_spec(SPEC.model_copy(update={"window": "5m"}))
+    reader.reading()
+    assert count[0] == 2 * len(Query)
