@@ -133,7 +133,9 @@ def _crd(
     }
 
 
-def _col(name: str, path: str, typ: str = "string", priority: int = 0, fmt: str | None = None) -> dict[str, Any]:
+def _col(
+    name: str, path: str, typ: str = "string", priority: int = 0, fmt: str | None = None
+) -> dict[str, Any]:
     c: dict[str, Any] = {"name": name, "type": typ, "jsonPath": path}
     if priority:
         c["priority"] = priority

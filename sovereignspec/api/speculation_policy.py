@@ -159,7 +159,8 @@ class SpeculationPolicySpec(Model):
                 },
                 {"rule": "!has(self.kMax) || self.kMax >= 1", "message": "kMax must be >= 1"},
                 {
-                    "rule": "!has(self.alphaQuantile) || (self.alphaQuantile > 0.0 && self.alphaQuantile < 1.0)",
+                    "rule": "!has(self.alphaQuantile) || "
+                    "(self.alphaQuantile > 0.0 && self.alphaQuantile < 1.0)",
                     "message": "alphaQuantile must be in (0, 1)",
                 },
                 {

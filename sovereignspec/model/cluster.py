@@ -102,6 +102,9 @@ class SnapshotIndex:
     """Per-node groupings derived once from a snapshot (pure; rebuilt only with a new snapshot)."""
 
     def __init__(self, snap: ClusterSnapshot) -> None:
+        self.memo: dict[object, object] = {}
+        """Request-independent derived facts (e.g. a node's neighbours under one policy), memoised by
+        the decision core for the life of this snapshot."""
         self.node_by_name: dict[str, NodeInfo] = {n.name: n for n in snap.nodes}
         self.ns_labels: dict[str, dict[str, str]] = {n.name: n.labels for n in snap.namespaces}
         self.pods_by_node: dict[str, list[PodInfo]] = {}

@@ -8,6 +8,7 @@ accept numpy arrays of token counts.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,6 +37,19 @@ class StepCurve:
             raise ValueError("t0 must be > 0")
         slope = (self.seconds[-1] - self.seconds[-2]) / (self.tokens[-1] - self.tokens[-2])
         object.__setattr__(self, "last_slope", float(slope))
+        object.__setattr__(self, "_xs", [float(x) for x in self.tokens])
+        object.__setattr__(self, "_ys", [float(y) for y in self.seconds])
+
+    def t_scalar(self, tokens: float) -> float:
+        """t(T) for one T in plain Python (no numpy call overhead); same result as `t`."""
+        xs: list[float] = self._xs  # type: ignore[attr-defined]
+        ys: list[float] = self._ys  # type: ignore[attr-defined]
+        if tokens >= xs[-1]:
+            return ys[-1] + (tokens - xs[-1]) * self.last_slope
+        if tokens <= xs[0]:
+            return ys[0]
+        i = bisect_right(xs, tokens) - 1
+        return ys[i] + (ys[i + 1] - ys[i]) * (tokens - xs[i]) / (xs[i + 1] - xs[i])
 
     @classmethod
     def from_points(cls, points: list[tuple[float, float]]) -> StepCurve:

@@ -52,12 +52,12 @@ from sovereignspec.api.speculation_decision import (
     Reason,
     Speculative,
 )
-from sovereignspec.api.speculation_policy import DEFAULT_PRIORS, SpeculationPolicySpec
+from sovereignspec.api.speculation_policy import DEFAULT_PRIORS, BetaPrior, SpeculationPolicySpec
 from sovereignspec.model.acceptance import AcceptanceEstimate, estimate_acceptance
 from sovereignspec.model.cluster import ClusterSnapshot, NodeInfo, SnapshotIndex
 from sovereignspec.model.profiles import DEFAULT_PROFILES, ProfileBook
 from sovereignspec.model.speedup import slack as slack_of
-from sovereignspec.model.steptime import StepCurve
+from sovereignspec.model.steptime import U_MAX, StepCurve
 from sovereignspec.model.telemetry import AcceptanceSample, GpuSample, TelemetrySnapshot
 from sovereignspec.model.workload import PodSetInfo, WorkloadInfo
 from sovereignspec.policy.claims import Claims, parse_slo_ms, read_claims
@@ -93,8 +93,36 @@ def telemetry_state(tel: TelemetrySnapshot | None, now: datetime, staleness_s: f
     return None
 
 
+_BOOKS: dict[int, tuple[SpeculationPolicySpec, ProfileBook]] = {}
+
+
 def _profiles(policy: SpeculationPolicySpec) -> ProfileBook:
-    return ProfileBook([*policy.accelerator_profiles, *(DEFAULT_PROFILES if policy.builtin_profiles else ())])
+    """The policy's profile book, memoised per policy object (policies are frozen)."""
+    hit = _BOOKS.get(id(policy))
+    if hit is not None and hit[0] is policy:
+        return hit[1]
+    book = ProfileBook([*policy.accelerator_profiles, *(DEFAULT_PROFILES if policy.builtin_profiles else ())])
+    if len(_BOOKS) > 256:
+        _BOOKS.clear()
+    _BOOKS[id(policy)] = (policy, book)
+    return book
+
+
+_ESTIMATES: dict[tuple[object, ...], AcceptanceEstimate] = {}
+
+
+def _estimate(prior: BetaPrior, sample: AcceptanceSample | None, k_max: int, q: float) -> AcceptanceEstimate:
+    """estimate_acceptance, memoised on the values it reads (pure, so the memo cannot go stale)."""
+    key: tuple[object, ...] = (prior.mean, prior.strength, k_max, q)
+    if sample is not None:
+        key += (sample.drafts, sample.draft_tokens, sample.accepted, tuple(sample.accepted_per_position))
+    hit = _ESTIMATES.get(key)
+    if hit is None:
+        hit = estimate_acceptance(prior, sample, k_max, q)
+        if len(_ESTIMATES) > 4096:
+            _ESTIMATES.clear()
+        _ESTIMATES[key] = hit
+    return hit
 
 
 _CURVES: dict[int, tuple[object, StepCurve]] = {}
@@ -160,7 +188,12 @@ class _Ctx:
         self.policy = policies.speculation
         self.wl = wl
         self.rules = rules
-        self._ns_rules: dict[str, TenantRules] = {}
+        key = ("ns-rules", id(policies.sovereignty))
+        hit = self.idx.memo.get(key)
+        if not (isinstance(hit, tuple) and hit[0] is policies.sovereignty):
+            hit = (policies.sovereignty, {})
+            self.idx.memo[key] = hit
+        self._ns_rules: dict[str, TenantRules] = hit[1]
 
     def ns_rules(self, namespace: str) -> TenantRules:
         r = self._ns_rules.get(namespace)
@@ -169,16 +202,24 @@ class _Ctx:
             self._ns_rules[namespace] = r
         return r
 
-    def occupants(self, node: str) -> set[str]:
-        """Namespaces holding the node: non-infrastructure active pods and trusted reservations."""
+    def occupants(self, node: str) -> frozenset[str]:
+        """Namespaces holding the node: non-infrastructure active pods and trusted reservations.
+
+        Request-independent, so memoised on the snapshot; the request's own reservation is in its own
+        namespace, hence its own tenant, which isolation skips anyway."""
+        key = ("occupants", node)
+        hit = self.idx.memo.get(key)
+        if isinstance(hit, frozenset):
+            return hit
         out = set()
         for p in self.idx.pods_by_node.get(node, ()):
             if not p.daemonset and not is_system_namespace(p.namespace, self.idx.ns_labels):
                 out.add(p.namespace)
         for r, _ in self.idx.reservations_by_node.get(node, ()):
-            if not (r.namespace == self.wl.namespace and r.name == self.wl.name):
-                out.add(r.namespace)
-        return out
+            out.add(r.namespace)
+        frozen = frozenset(out)
+        self.idx.memo[key] = frozen
+        return frozen
 
     def isolation_ok(self, node: str) -> bool:
         me = self.rules.tenant
@@ -202,7 +243,16 @@ class _Ctx:
         return node.gpu_allocatable - self.idx.gpu_used.get(node.name, 0) - reserved
 
     def gpu_state(self, node: NodeInfo) -> tuple[list[GpuSample], float | None, float | None]:
-        """(GPUs with free capacity, aggregated background load u, min free framebuffer MiB)."""
+        """(GPUs with free capacity, aggregated background load u, min free framebuffer MiB), memoised
+        on the snapshot per aggregation mode (it does not depend on the request)."""
+        key = ("gpu", node.name, self.policy.slack_aggregation)
+        hit = self.idx.memo.get(key)
+        if hit is None:
+            hit = self._gpu_state(node)
+            self.idx.memo[key] = hit
+        return hit  # type: ignore[return-value]
+
+    def _gpu_state(self, node: NodeInfo) -> tuple[list[GpuSample], float | None, float | None]:
         samples = self.idx.gpus_by_node.get(node.name, [])
         if not samples:
             return [], None, None
@@ -411,7 +461,7 @@ def decide(
     prior = policy.priors.get(claims.method or "") or DEFAULT_PRIORS.get(claims.method or "")
     estimate: AcceptanceEstimate | None = None
     if prior is not None and claims.method is not None:
-        estimate = estimate_acceptance(
+        estimate = _estimate(
             prior,
             _acceptance_sample(tel if tstate is None else None, claims),
             policy.k_max,
@@ -688,6 +738,22 @@ def _plain_slack(
 def _neighbours(
     ctx: _Ctx, node: NodeInfo, gpus: Sequence[GpuSample], book: ProfileBook, policy: SpeculationPolicySpec
 ) -> list[NeighbourInput]:
+    """Co-located engines on the node's free GPUs, memoised per (snapshot, node, policies): they do not
+    depend on the request, only the request's own pods (a re-decision) are filtered out afterwards."""
+    key = ("neighbours", node.name, id(policy), id(ctx.policies.sovereignty))
+    hit = ctx.idx.memo.get(key)
+    if isinstance(hit, tuple) and hit[0] is policy and hit[1] is ctx.policies.sovereignty:
+        found: list[NeighbourInput] = hit[2]
+    else:
+        found = _neighbours_uncached(ctx, node, gpus, book, policy)
+        ctx.idx.memo[key] = (policy, ctx.policies.sovereignty, found)
+    wl = ctx.wl
+    return [nb for nb in found if not (nb.namespace == wl.namespace and nb.pod.startswith(wl.name))]
+
+
+def _neighbours_uncached(
+    ctx: _Ctx, node: NodeInfo, gpus: Sequence[GpuSample], book: ProfileBook, policy: SpeculationPolicySpec
+) -> list[NeighbourInput]:
     seen: dict[tuple[str, str], float] = {}
     for g in gpus:
         for p in g.pods:
@@ -699,8 +765,6 @@ def _neighbours(
         (g.model_name for g in gpus if g.model_name), None
     )
     for (ns, name), u_tot in sorted(seen.items()):
-        if ns == ctx.wl.namespace and name.startswith(ctx.wl.name):
-            continue
         pod = ctx.idx.pod_by_key.get((ns, name))
         ann = pod.annotations if pod is not None else {}
         engine = ctx.idx.engine_by_pod.get((ns, name))
@@ -717,7 +781,8 @@ def _neighbours(
         prof = book.find(product_default, ann.get(PREFIX + "target-model"))
         if prof is not None and engine is not None and engine.running is not None:
             c = _curve(prof)
-            sigma = float(slack_of(c.t0, c.g(max(engine.running, 1.0)), u_tot))
+            compute = (c.t_scalar(max(engine.running, 1.0)) - c.t0) / (1.0 - min(u_tot, U_MAX))
+            sigma = c.t0 / (c.t0 + compute)
         out.append(NeighbourInput(namespace=ns, pod=name, sigma=sigma, margin=margin, u_total=u_tot))
     return out
 

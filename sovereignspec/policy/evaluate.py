@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from sovereignspec.model.speedup import load_increase, neighbour_slowdown, slack, step_ratio
-from sovereignspec.model.steptime import StepCurve
+from sovereignspec.model.steptime import U_MAX, StepCurve
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -86,10 +86,12 @@ def evaluate_nodes(
     self_ok = s_real >= 1.0 + min_gain
 
     n_j = max((len(nd.neighbours) for nd in nodes), default=0)
+    sigma_j = np.ones((n_nodes, n_j))
+    thr_j = np.full((n_nodes, n_j), np.inf)
+    u_j = np.zeros((n_nodes, n_j))
+    nb_ok = np.ones_like(self_ok)
+    du = np.zeros_like(s_real)
     if n_j:
-        sigma_j = np.full((n_nodes, n_j), 1.0)
-        thr_j = np.full((n_nodes, n_j), np.inf)
-        u_j = np.zeros((n_nodes, n_j))
         for i, nd in enumerate(nodes):
             for j, nb in enumerate(nd.neighbours):
                 sigma_j[i, j] = nb.sigma
@@ -97,11 +99,18 @@ def evaluate_nodes(
                 if nb.margin is not None:
                     thr_j[i, j] = nb.margin * (1.0 - safety)
         du = load_increase(t0, g_b, g_bk, u, tau)  # [N, R+1, K+1]
-        eps = neighbour_slowdown(sigma_j[:, :, None, None], du[:, None, :, :], u_j[:, :, None, None])
-        nb_ok = np.all(eps <= thr_j[:, :, None, None], axis=1)  # [N, R+1, K+1]
-    else:
-        eps = np.zeros((n_nodes, 0, batches.size, n_k))
-        nb_ok = np.ones_like(self_ok)
+        du_pos = np.maximum(du, 0.0)
+        room = 1.0 - du
+        # eps_j <= thr_j  <=>  head_j > 0 and (1 - sigma_j)·max(du, 0) <= thr_j·head_j, with
+        # head_j = 1 - u_j - du (multiplied out: no division, no inf; same result as neighbour_slowdown).
+        for j in range(n_j):  # one neighbour slot at a time keeps temporaries at [N, R+1, K+1]
+            bound = np.isfinite(thr_j[:, j])
+            if not bound.any():
+                continue
+            head = room - np.minimum(u_j[:, j], U_MAX)[:, None, None]
+            thr = np.where(bound, thr_j[:, j], 0.0)[:, None, None]
+            ok = (head > 0) & ((1.0 - sigma_j[:, j])[:, None, None] * du_pos <= thr * head)
+            nb_ok &= ok | ~bound[:, None, None]
 
     def pick(valid: npt.NDArray[np.bool_]) -> IntArray:
         score = np.where(valid, s_real, -np.inf)
@@ -115,5 +124,5 @@ def evaluate_nodes(
     rows = np.arange(n_nodes)
     speedup_e = s_real[rows, -1, k_e]
     slack_e = slack(t0_c[cid], g_b_c[cid][:, -1], u[:, 0, 0])
-    slow_e = eps[rows, :, -1, k_e] if n_j else np.zeros((n_nodes, 0))
+    slow_e = neighbour_slowdown(sigma_j, du[rows, -1, k_e][:, None], u_j)  # [N, J]
     return Evaluation(nodes, k_all[:, :-1], k_self[:, :-1], speedup_e, slack_e, slow_e)

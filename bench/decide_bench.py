@@ -1,0 +1,167 @@
+"""Benchmark of decide(): 500 candidate nodes, kMax 8, 9 batch ranges, 4 neighbours per node.
+
+Prints median and p99 (figures, not a timed test). "warm" reuses one ClusterSnapshot (its per-node
+index built once, as the operator does between cache refreshes); "cold" includes building that index.
+Runs on one core (sched_setaffinity) with numpy's threads limited to one.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import statistics
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+
+from sovereignspec.api.meta import ObjectMeta
+from sovereignspec.api.sovereignty_policy import SovereigntyPolicy, SovereigntyPolicySpec
+from sovereignspec.api.speculation_policy import SpeculationPolicySpec
+from sovereignspec.model.cluster import ClusterSnapshot, NamespaceInfo, NodeInfo, PodInfo
+from sovereignspec.model.telemetry import (
+    AcceptanceSample,
+    EngineSample,
+    GpuSample,
+    PodRef,
+    TelemetrySnapshot,
+)
+from sovereignspec.model.workload import CheckEntry, PodSetAssignment, PodSetInfo, WorkloadInfo
+from sovereignspec.policy.decide import decide
+from sovereignspec.policy.request import AdmissionRequest, Policies
+
+PRODUCTS = ["NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-80GB", "NVIDIA-H200"]
+NOW = datetime(2026, 11, 29, 10, 0, 5, tzinfo=UTC)
+
+
+def build(n_nodes: int = 500, neighbours: int = 4) -> tuple[AdmissionRequest, ClusterSnapshot, Policies]:
+    nodes, pods, gpus, engines = [], [], [], []
+    for i in range(n_nodes):
+        name = f"node-{i:04d}"
+        nodes.append(
+            NodeInfo(
+                name=name,
+                labels={
+                    "kubernetes.io/hostname": name,
+                    "sovereignspec.io/jurisdiction": "KR",
+                    "nvidia.com/gpu.product": PRODUCTS[i % 3],
+                },
+                gpu_allocatable=2 * (neighbours // 2 + 1),  # time-sliced: room for one more engine per GPU
+            )
+        )
+        for g in range(2):
+            refs = []
+            for j in range(neighbours // 2):
+                pod = f"eng-{i}-{g}-{j}"
+                ns = f"tenant-{(i + j) % 20}"
+                pods.append(
+                    PodInfo(
+                        namespace=ns,
+                        name=pod,
+                        node=name,
+                        phase="Running",
+                        gpu_request=1,
+                        annotations={"sovereignspec.io/tpot-slo-ms": "80"},
+                    )
+                )
+                engines.append(
+                    EngineSample(namespace=ns, pod=pod, tpot_seconds=0.02 + 0.001 * (i % 7), running=16)
+                )
+                refs.append(PodRef(namespace=ns, name=pod))
+            gpus.append(
+                GpuSample(
+                    node=name, uuid=f"GPU-{i}-{g}", tensor_active=(i % 10) / 20, fb_free_mib=30000, pods=refs
+                )
+            )
+    snapshot = ClusterSnapshot(
+        nodes=nodes,
+        pods=pods,
+        namespaces=[NamespaceInfo(name=f"tenant-{t}") for t in range(20)] + [NamespaceInfo(name="bank-a")],
+        sovereignty_policies=[
+            SovereigntyPolicy(
+                metadata=ObjectMeta(name="kr"),
+                spec=SovereigntyPolicySpec(tenants=["bank-a"], jurisdictions=["KR"]),
+            )
+        ],
+        telemetry=TelemetrySnapshot(
+            time=NOW - timedelta(seconds=5),
+            gpus=gpus,
+            engines=engines,
+            acceptance=[
+                AcceptanceSample(
+                    target_model="m",
+                    draft_model="d",
+                    method="eagle3",
+                    drafts=1000,
+                    draft_tokens=4000,
+                    accepted_per_position=[850, 700, 560, 430],
+                )
+            ],
+        ),
+    )
+    workload = WorkloadInfo(
+        namespace="bank-a",
+        name="chat",
+        uid="uid",
+        pod_sets=[
+            PodSetInfo(
+                name="main",
+                count=1,
+                gpus_per_pod=1,
+                annotations={
+                    "sovereignspec.io/target-model": "m",
+                    "sovereignspec.io/draft-model": "d",
+                    "sovereignspec.io/spec-method": "eagle3",
+                },
+            )
+        ],
+        quota_reserved=True,
+        assignments=[PodSetAssignment(name="main", flavors={})],
+        checks=[CheckEntry(name="sovereignspec", state="Pending")],
+    )
+    policies = Policies(speculation=SpeculationPolicySpec(k_max=8), sovereignty=snapshot.sovereignty_policies)
+    return AdmissionRequest(workload=workload, check="sovereignspec"), snapshot, policies
+
+
+def measure(fn: object, runs: int) -> list[float]:
+    out = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()  # type: ignore[operator]
+        out.append((time.perf_counter() - t) * 1000.0)
+    return out
+
+
+def report(label: str, ms: list[float]) -> None:
+    ms = sorted(ms)
+    p99 = ms[min(len(ms) - 1, round(0.99 * (len(ms) - 1)))]
+    print(f"{label:<34} median {statistics.median(ms):7.2f} ms   p99 {p99:7.2f} ms   (n={len(ms)})")
+
+
+def main() -> int:
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    request, snapshot, policies = build()
+    d = decide(request, snapshot, policies, NOW)
+    assert d.state == "Ready", d.message
+    print(
+        f"decide(): {len(snapshot.nodes)} nodes, kMax {policies.speculation.k_max}, "
+        f"{len(policies.speculation.batch_breakpoints)} batch ranges, 4 neighbours/node -> {d.node}, "
+        f"k={d.speculative.num_speculative_tokens}, S={d.predicted_speedup}"
+    )
+    for _ in range(5):
+        decide(request, snapshot, policies, NOW)
+    report("warm (snapshot index reused)", measure(lambda: decide(request, snapshot, policies, NOW), 200))
+
+    def cold() -> None:
+        snapshot.__dict__.pop("index", None)
+        decide(request, snapshot, policies, NOW)
+
+    report("cold (index built each call)", measure(cold, 50))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
