@@ -25,9 +25,9 @@ def _walk(node: Any, path: str, problems: list[str]) -> None:
         for bad in ("$ref", "anyOf", "oneOf", "allOf", "$defs", "prefixItems", "const"):
             if bad in node:
                 problems.append(f"{path}: {bad}")
-        if "properties" in node or "additionalProperties" in node or "items" in node:
-            if "type" not in node:
-                problems.append(f"{path}: no type")
+        nested = "properties" in node or "additionalProperties" in node or "items" in node
+        if nested and "type" not in node:
+            problems.append(f"{path}: no type")
         if node.get("type") == "null" or node.get("default", 0) is None:
             problems.append(f"{path}: null")
         for k, v in node.items():
