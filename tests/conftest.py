@@ -20,15 +20,16 @@ CLUSTER_MARKERS = ("cluster", "e2e", "chaos")
 
 @pytest.fixture(scope="session")
 def local_cluster() -> Iterator[LocalCluster]:
-    """The running local cluster. Started here only if it was not running; then it is also stopped
-    at the end of the session, unless SOVEREIGNSPEC_KEEP_CLUSTER=1."""
+    """The running local cluster, started here if it was not running. It is left running for the
+    next session (and for other sessions sharing the cache); with SOVEREIGNSPEC_STOP_CLUSTER=1
+    (set by .ci/run) a cluster this session started is stopped at the end."""
     was_running = cluster_running()
     try:
         cluster = LocalCluster.from_env_file() if was_running else LocalCluster.ensure_up()
     except ClusterError as exc:
         pytest.fail(f"local cluster unavailable: {exc}", pytrace=False)
     yield cluster
-    if not was_running and os.environ.get("SOVEREIGNSPEC_KEEP_CLUSTER") != "1":
+    if not was_running and os.environ.get("SOVEREIGNSPEC_STOP_CLUSTER") == "1":
         run_cluster_script("down", timeout=300)
 
 

@@ -19,7 +19,7 @@ PROM_TARGETS_DIR="$CACHE/prometheus/targets"
 KUEUE_SHARE="$CACHE/share/kueue-$KUEUE_VERSION"
 KWOK_STAGES="$CACHE/share/kwok-$KWOK_VERSION/stages.yaml"
 # Kueue v0.19 reads its metrics serving cert from this fixed path when internal cert management is
-# off (cmd/kueue/main.go); it is a symlink into $PKI_DIR.
+# off (cmd/kueue/main.go); see kueue_metrics_cert_launcher.
 KUEUE_METRICS_CERT_PATH=/etc/kueue/metrics/certs
 PYTHON="${PYTHON:-$REPO_ROOT/.venv/bin/python}"
 [[ -x "$PYTHON" ]] || PYTHON=python3
@@ -79,7 +79,7 @@ start() {
   {
     echo "===== $(date -u +%FT%TZ) starting: $*"
   } >>"$LOG_DIR/$name.log"
-  setsid "$@" </dev/null >>"$LOG_DIR/$name.log" 2>&1 &
+  setsid "$@" </dev/null >>"$LOG_DIR/$name.log" 2>&1 9>&- &
   echo $! >"$(pidfile "$name")"
   STARTED+=("$name")
   log "$name: started (pid $!), log $LOG_DIR/$name.log"
@@ -90,7 +90,8 @@ wait_for() {
   local name=$1 timeout=$2 t0=$SECONDS
   shift 2
   until "$@" >/dev/null 2>&1; do
-    if [[ -f "$(pidfile "$name")" ]] && ! our_pid "$name" >/dev/null; then
+    # Liveness by pid only: a launcher (e.g. unshare) may not have exec'd the binary yet.
+    if [[ -f "$(pidfile "$name")" ]] && ! kill -0 "$(cat "$(pidfile "$name")")" 2>/dev/null; then
       tail -25 "$LOG_DIR/$name.log" >&2 || true
       die "$name exited during start-up (log: $LOG_DIR/$name.log)"
     fi
@@ -211,20 +212,28 @@ pki() {
   kubeconfig kueue kueue
 }
 
-link_kueue_metrics_certs() {
-  local want="$PKI_DIR/kueue-metrics"
-  if [[ -L "$KUEUE_METRICS_CERT_PATH" && "$(readlink "$KUEUE_METRICS_CERT_PATH")" == "$want" ]]; then
+# KUEUE_CMD: how to launch Kueue so that it finds its metrics cert at the fixed path.
+# Preferred: a private mount namespace per Kueue process with $PKI_DIR/kueue-metrics bind-mounted
+# there, so several test beds (different caches/ports) coexist on one machine. Without the right to
+# unshare (not root), fall back to a symlink, which allows one test bed per machine.
+kueue_metrics_cert_launcher() {
+  local src="$PKI_DIR/kueue-metrics" dst=$KUEUE_METRICS_CERT_PATH
+  if unshare -m --propagation private true 2>/dev/null; then
+    if [[ -L "$dst" && ! -e "$dst" ]]; then rm -f "$dst"; fi
+    mkdir -p "$dst"
+    # shellcheck disable=SC2016
+    KUEUE_CMD=(unshare -m --propagation private sh -c 'mount --bind "$1" "$2" && shift 2 && exec "$@"'
+      kueue-metrics-certs "$src" "$dst")
     return 0
   fi
-  if [[ -e "$KUEUE_METRICS_CERT_PATH" && ! -L "$KUEUE_METRICS_CERT_PATH" ]]; then
-    die "$KUEUE_METRICS_CERT_PATH exists and is not our symlink; Kueue $KUEUE_VERSION reads its" \
-      "metrics certificate from there. Move it away first."
+  KUEUE_CMD=()
+  if [[ -L "$dst" && "$(readlink "$dst")" == "$src" ]]; then return 0; fi
+  if [[ -e "$dst" && ! -L "$dst" ]] && [[ -n "$(ls -A "$dst" 2>/dev/null)" ]]; then
+    die "$dst exists and is not ours; Kueue $KUEUE_VERSION reads its metrics certificate from there."
   fi
-  mkdir -p "$(dirname "$KUEUE_METRICS_CERT_PATH")" 2>/dev/null &&
-    ln -sfn "$want" "$KUEUE_METRICS_CERT_PATH" 2>/dev/null ||
-    die "cannot create $KUEUE_METRICS_CERT_PATH -> $want (Kueue $KUEUE_VERSION reads its metrics" \
-      "certificate from that fixed path). Run once as root: mkdir -p /etc/kueue/metrics &&" \
-      "ln -sfn $want $KUEUE_METRICS_CERT_PATH"
+  { rm -rf "$dst" && mkdir -p "$(dirname "$dst")" && ln -sfn "$src" "$dst"; } 2>/dev/null ||
+    die "cannot create $dst -> $src (Kueue $KUEUE_VERSION reads its metrics certificate from that" \
+      "fixed path). Run as root, or once: mkdir -p $(dirname "$dst") && ln -sfn $src $dst"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -364,7 +373,7 @@ EOF
 
 up_kueue() {
   [[ -f "$KUEUE_SHARE/webhook/manifests.yaml" ]] || die "Kueue manifests missing; run deploy/local/build.sh kueue"
-  link_kueue_metrics_certs
+  kueue_metrics_cert_launcher
   "$PYTHON" "$LOCAL_DIR/render_kueue.py" "$KUEUE_SHARE" "$KUEUE_WEBHOOK_PORT" "$PKI_DIR/ca.crt" \
     "$CONF_DIR/kueue-crds.yaml" "$CONF_DIR/kueue-webhooks.yaml"
   "${KUBECTL[@]}" apply --server-side --force-conflicts -f "$CONF_DIR/kueue-crds.yaml" >/dev/null
@@ -372,7 +381,7 @@ up_kueue() {
   "${KUBECTL[@]}" create namespace kueue-system --dry-run=client -o yaml | "${KUBECTL[@]}" apply -f - >/dev/null
   "${KUBECTL[@]}" apply --server-side --force-conflicts -f "$CONF_DIR/kueue-webhooks.yaml" >/dev/null
   kueue_config
-  start kueue "$KUEUE_WEBHOOK_PORT $KUEUE_METRICS_PORT $KUEUE_HEALTH_PORT" "$BIN_DIR/kueue" \
+  start kueue "$KUEUE_WEBHOOK_PORT $KUEUE_METRICS_PORT $KUEUE_HEALTH_PORT" "${KUEUE_CMD[@]}" "$BIN_DIR/kueue" \
     --kubeconfig "$CONF_DIR/kueue.kubeconfig" --config "$CONF_DIR/kueue-config.yaml" --zap-log-level=2
   wait_for kueue 180 kueue_ready
   wait_for kueue 60 kueue_webhook_ready
@@ -524,9 +533,15 @@ cmd_status() {
   return $all
 }
 
+# up and down of one cache are serialised (several test sessions may share a cache).
+lock() {
+  exec 9>"$RUN_DIR/lock"
+  flock -w 1800 9 || die "another cluster.sh up/down on $CACHE did not finish within 30 min"
+}
+
 case "${1:-}" in
-up) cmd_up ;;
-down) cmd_down ;;
+up) lock && cmd_up ;;
+down) lock && cmd_down ;;
 status) cmd_status ;;
 *)
   echo "usage: $0 up|down|status" >&2
