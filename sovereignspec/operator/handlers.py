@@ -76,12 +76,12 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
 
     # ---- indexes: parsed once per change, read by every decision ----------------------------------
 
-    @kopf.index("", "v1", "nodes", registry=registry)
+    @kopf.index("", "v1", "nodes", registry=registry, id="ss_nodes")
     def ss_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
         n = _safe("Node", parse_node, body)
         return {name: n} if n is not None else {}
 
-    @kopf.index("", "v1", "pods", registry=registry)
+    @kopf.index("", "v1", "pods", registry=registry, id="ss_pods")
     def ss_pods(body: kopf.Body, **_: Any) -> dict[Any, Any]:
         p = _safe("Pod", parse_pod, body)
         if p is None or (p.node is None and p.gpu_request == 0):
@@ -89,38 +89,38 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
         ref, ident = pod_ref(body), draft_identity(body)
         return {(p.namespace, p.name): (p, ref, ident)}
 
-    @kopf.index("", "v1", "namespaces", registry=registry)
+    @kopf.index("", "v1", "namespaces", registry=registry, id="ss_namespaces")
     def ss_namespaces(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
         n = _safe("Namespace", parse_namespace, body)
         return {name: n} if n is not None else {}
 
-    @kopf.index(*KUEUE, "resourceflavors", registry=registry)
+    @kopf.index(*KUEUE, "resourceflavors", registry=registry, id="ss_flavors")
     def ss_flavors(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
         f = _safe("ResourceFlavor", parse_resource_flavor, body)
         return {name: f} if f is not None else {}
 
-    @kopf.index(*KUEUE, "admissionchecks", registry=registry)
+    @kopf.index(*KUEUE, "admissionchecks", registry=registry, id="ss_checks")
     def ss_checks(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
         c = _safe("AdmissionCheck", parse_admission_check, body)
         return {name: (c, dict(body))} if c is not None else {}
 
-    @kopf.index(*OURS, "speculationpolicies", registry=registry)
+    @kopf.index(*OURS, "speculationpolicies", registry=registry, id="ss_spec_policies")
     def ss_spec_policies(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
         try:
             return {name: parse_speculation_policy(body)}
         except (ParseError, ValueError) as exc:
             return {name: str(exc)}  # kept as the reason the AdmissionCheck is not Active
 
-    @kopf.index(*OURS, "sovereigntypolicies", registry=registry)
+    @kopf.index(*OURS, "sovereigntypolicies", registry=registry, id="ss_sov_policies")
     def ss_sov_policies(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
         p = _safe("SovereigntyPolicy", parse_sovereignty_policy, body)
         return {name: p} if p is not None else {}
 
-    @kopf.index(*OURS, "speculationdecisions", registry=registry)
+    @kopf.index(*OURS, "speculationdecisions", registry=registry, id="ss_decisions")
     def ss_decisions(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
         return {(namespace, name): dict(body)}
 
-    @kopf.index(*KUEUE, "workloads", registry=registry)
+    @kopf.index(*KUEUE, "workloads", registry=registry, id="ss_workloads")
     def ss_workloads(namespace: str | None, name: str, uid: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
         out: dict[Any, Any] = {}
         if _holding(body):

@@ -1,0 +1,78 @@
+"""Admission path: a Job and a Deployment (Kueue pod integration) admitted through our check."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from kubernetes import client
+
+from tests.e2e.conftest import Stack
+from tests.e2e.pool import (
+    NodeDef,
+    Pool,
+    decided,
+    decisions,
+    deployment,
+    job,
+    our_entry,
+    running_pods,
+    serving_annotations,
+)
+
+pytestmark = pytest.mark.e2e
+
+
+def test_job_admitted_with_decision_on_pods(stack: Stack, pool: Pool) -> None:
+    idle, busy = pool.add_nodes(NodeDef("idle", base_load=0.0), NodeDef("busy", base_load=0.9))
+    pool.setup_queue()
+    ns = pool.tenant("acme")
+    pool.apply(job("chat", ns, serving_annotations(cls="interactive")))
+
+    (wl,) = decided(pool, ns)
+    entry = our_entry(wl, pool.name)
+    assert entry is not None
+    (update,) = entry["podSetUpdates"]
+    node = update["nodeSelector"]["kubernetes.io/hostname"]
+    assert node in (idle, busy)
+    # No SovereigntyPolicy binds this tenant: the hostname alone pins the pod (no jurisdiction key).
+    assert "sovereignspec.io/jurisdiction" not in update["nodeSelector"]
+    assert update["annotations"]["sovereignspec.io/decision"] == wl["metadata"]["name"]
+
+    (dec,) = decisions(pool, ns)
+    assert dec["metadata"]["name"] == wl["metadata"]["name"]
+    owner = dec["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["uid"]) == ("Workload", wl["metadata"]["uid"])
+    assert dec["status"]["state"] == "Ready" and dec["status"]["node"] == node
+
+    (pod,) = running_pods(pool, ns)
+    assert pod.spec.node_name == node
+    assert pod.spec.node_selector["kubernetes.io/hostname"] == node
+    assert (
+        pod.metadata.labels["sovereignspec.io/speculative"]
+        == update["labels"]["sovereignspec.io/speculative"]
+    )
+    cfg = pod.metadata.annotations["sovereignspec.io/speculative-config"]
+    assert cfg == update["annotations"]["sovereignspec.io/speculative-config"]
+    if cfg:
+        parsed = json.loads(cfg)
+        assert parsed["method"] == "eagle3" and parsed["num_speculative_tokens"] >= 1
+
+
+def test_deployment_through_pod_integration(stack: Stack, pool: Pool) -> None:
+    (node,) = pool.add_nodes(NodeDef("d0", jurisdiction="US", gpu="a100"))
+    pool.setup_queue()
+    ns = pool.tenant("web")
+    pool.apply(deployment("svc", ns, serving_annotations()))
+
+    (wl,) = decided(pool, ns)
+    (update,) = our_entry(wl, pool.name)["podSetUpdates"]  # type: ignore[index]
+    assert update["nodeSelector"]["kubernetes.io/hostname"] == node
+    (pod,) = running_pods(pool, ns)
+    assert pod.spec.node_name == node
+    assert "sovereignspec.io/speculative-config" in pod.metadata.annotations
+    assert pod.metadata.labels["sovereignspec.io/speculative"] in ("on", "off")
+    events = client.CoreV1Api(pool.api).list_namespaced_event(
+        ns, field_selector=f"involvedObject.name={wl['metadata']['name']}"
+    )
+    assert any(e.reason == "SpeculationReady" for e in events.items), [e.reason for e in events.items]

@@ -1,0 +1,108 @@
+"""Slack decides the mode: idle GPUs get speculation, saturated ones or an SLO-bound neighbour do not."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from kubernetes import client
+
+from tests.e2e.conftest import Stack
+from tests.e2e.pool import (
+    NodeDef,
+    Pool,
+    decided,
+    decisions,
+    job,
+    our_entry,
+    running_pods,
+    serving_annotations,
+)
+
+pytestmark = pytest.mark.e2e
+
+
+def _telemetry_for(stack: Stack, node: str) -> None:
+    """The simulator exports the node's GPUs and Prometheus has scraped them."""
+    stack.prometheus.wait_for(
+        f'count_over_time(DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{{Hostname="{node}"}}[1m]) >= 2', timeout=60
+    )
+    time.sleep(1.5)  # one operator telemetry refresh
+
+
+def _mode(pool: Pool, ns: str) -> tuple[str, dict[str, object]]:
+    (wl,) = decided(pool, ns)
+    (update,) = our_entry(wl, pool.name)["podSetUpdates"]  # type: ignore[index]
+    (dec,) = decisions(pool, ns)
+    return update["labels"]["sovereignspec.io/speculative"], dec["status"]
+
+
+def test_idle_gpu_gets_speculation(stack: Stack, pool: Pool) -> None:
+    (node,) = pool.add_nodes(NodeDef("idle", base_load=0.0))
+    pool.setup_queue()
+    _telemetry_for(stack, node)
+    ns = pool.tenant("idle")
+    pool.apply(job("chat", ns, serving_annotations(batch=4)))
+    mode, status = _mode(pool, ns)
+    assert mode == "on", status
+    spec = status["speculative"]
+    assert isinstance(spec, dict)
+    cfg = json.loads(str(spec["config"]))
+    assert cfg["num_speculative_tokens"] >= 1
+    assert float(status["predictedSpeedup"]) > 1.05  # type: ignore[arg-type]
+
+
+def test_saturated_gpu_runs_plain(stack: Stack, pool: Pool) -> None:
+    (node,) = pool.add_nodes(NodeDef("hot", base_load=0.97))
+    pool.setup_queue()
+    _telemetry_for(stack, node)
+    ns = pool.tenant("hot")
+    pool.apply(job("chat", ns, serving_annotations(batch=4)))
+    mode, status = _mode(pool, ns)
+    assert mode == "off", status
+    assert status["speculative"]["config"] == ""  # type: ignore[index]
+
+
+def test_neighbour_at_its_slo_blocks_speculation(stack: Stack, pool: Pool) -> None:
+    (node,) = pool.add_nodes(NodeDef("shared", base_load=0.3, gpus=1, replicas=2))
+    pool.setup_queue()
+    # A neighbour engine already serving on the node's one GPU (time-sliced in two), outside Kueue.
+    other = pool.tenant("neighbour")
+    core = client.CoreV1Api(pool.api)
+    core.create_namespaced_pod(
+        other,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "engine", "annotations": serving_annotations(cls="interactive")},
+            "spec": {
+                "nodeSelector": {"kubernetes.io/hostname": node},
+                "containers": [
+                    {
+                        "name": "vllm",
+                        "image": "vllm/vllm-openai:v0.33.0",
+                        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                    }
+                ],
+            },
+        },
+    )
+    running_pods(pool, other)
+    series = stack.prometheus.wait_for(
+        f"histogram_quantile(0.9, sum by (le) (rate(vllm:request_time_per_output_token_seconds_bucket"
+        f'{{namespace="{other}",pod="engine"}}[30s])))',
+        timeout=60,
+    )
+    tpot_ms = float(series[0]["value"][1]) * 1000
+    # Its SLO is exactly what it gets now: no margin left for anybody's verification tokens.
+    core.patch_namespaced_pod(
+        "engine", other, {"metadata": {"annotations": {"sovereignspec.io/tpot-slo-ms": f"{tpot_ms:.3f}"}}}
+    )
+    time.sleep(1.5)
+    ns = pool.tenant("newcomer")
+    pool.apply(job("chat", ns, serving_annotations(batch=4)))
+    mode, status = _mode(pool, ns)
+    assert mode == "off", status
+    reasons = " ".join(str(r) for r in status["reasons"])  # type: ignore[attr-defined]
+    assert "neighbour" in reasons.lower() or "slo" in reasons.lower(), status
