@@ -4,6 +4,10 @@ One call of `evaluate_nodes` computes, for N nodes, R batch ranges (+1 column at
 and k = 0..kMax, the step ratio τ, S_real, the load increase Δu and every neighbour's slowdown ε, then
 picks k*(B) = argmax S_real under the self-benefit and neighbour-SLO conditions (ties → smaller k;
 k = 0 always qualifies with S_real = 1). Curves are evaluated once per distinct accelerator profile.
+
+Neighbour check, conservative where DESIGN.md is silent: Δu is max(Δu at the observed load, Δu on an
+idle GPU), and budget k passes only if every budget below it passes too. Both keep the SLO guarantee
+when others' load drops, and make k* non-increasing as background load grows.
 """
 
 from __future__ import annotations
@@ -98,7 +102,10 @@ def evaluate_nodes(
                 u_j[i, j] = nb.u_total
                 if nb.margin is not None:
                     thr_j[i, j] = nb.margin * (1.0 - safety)
-        du = load_increase(t0, g_b, g_bk, u, tau)  # [N, R+1, K+1]
+        # Conservative load increase: DESIGN's Δu at the observed load u, but never below Δu on an
+        # otherwise idle GPU (other tenants' load can drop at any moment, which raises our share).
+        tau0 = step_ratio(t0, g_b, g_bk, 0.0, ks[None, None, :], c_d)
+        du = np.maximum(load_increase(t0, g_b, g_bk, u, tau), load_increase(t0, g_b, g_bk, 0.0, tau0))
         du_pos = np.maximum(du, 0.0)
         room = 1.0 - du
         # eps_j <= thr_j  <=>  head_j > 0 and (1 - sigma_j)·max(du, 0) <= thr_j·head_j, with
@@ -111,6 +118,9 @@ def evaluate_nodes(
             thr = np.where(bound, thr_j[:, j], 0.0)[:, None, None]
             ok = (head > 0) & ((1.0 - sigma_j[:, j])[:, None, None] * du_pos <= thr * head)
             nb_ok &= ok | ~bound[:, None, None]
+        # A budget k is safe only if every smaller budget is (the engine may run fewer draft tokens
+        # than num_speculative_tokens); this also makes k* non-increasing in background load.
+        nb_ok = np.logical_and.accumulate(nb_ok, axis=2)
 
     def pick(valid: npt.NDArray[np.bool_]) -> IntArray:
         score = np.where(valid, s_real, -np.inf)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 from datetime import UTC, datetime, timedelta
 
@@ -31,7 +32,11 @@ from sovereignspec.policy.request import AdmissionRequest, Policies
 from sovereignspec.policy.schedule import batch_ranges, merge_schedule, schedule_errors
 from sovereignspec.policy.sovereignty import PolicyConflict, rules_for_namespace
 
-FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(
+    max_examples=int(os.environ.get("SOVEREIGNSPEC_HYPOTHESIS_EXAMPLES", "60")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 NOW = datetime(2026, 11, 29, 10, 0, 5, tzinfo=UTC)
 
 rooflines = st.tuples(
@@ -289,7 +294,11 @@ def _check_invariants(d: Decision, req: AdmissionRequest, snap: ClusterSnapshot,
         assert d.state in ("Retry", "Rejected") and d.node is None and not d.pod_set_updates  # I5
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("SOVEREIGNSPEC_HYPOTHESIS_EXAMPLES", "150")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(clusters())
 def test_invariants_on_generated_clusters(case: tuple[AdmissionRequest, ClusterSnapshot, Policies]) -> None:
     req, snap, pol = case
