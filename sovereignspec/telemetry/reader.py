@@ -81,7 +81,9 @@ class PrometheusReader:
         """The cached reading while younger than the TTL, else a fresh one."""
         with self._lock:
             now = self._clock()
-            if self._cached is None or now - self._cached_at >= self._spec.cache_ttl_seconds:
+            # Never serve a cached reading past the staleness bound, whatever the TTL says.
+            ttl = min(self._spec.cache_ttl_seconds, self._spec.staleness_seconds)
+            if self._cached is None or now - self._cached_at >= ttl:
                 self._cached = self._refresh_locked()
                 self._cached_at = now
             reading = self._cached
