@@ -23,6 +23,13 @@ def local_cluster() -> Iterator[LocalCluster]:
     """The running local cluster, started here if it was not running. It is left running for the
     next session (and for other sessions sharing the cache); with SOVEREIGNSPEC_STOP_CLUSTER=1
     (set by .ci/run) a cluster this session started is stopped at the end."""
+    if os.environ.get("SOVEREIGNSPEC_EXTERNAL_CLUSTER") == "1":
+        # Someone else's cluster (e.g. kind, see README): use its env file, start and stop nothing.
+        try:
+            yield LocalCluster.from_env_file()
+        except ClusterError as exc:
+            pytest.fail(f"external cluster unavailable: {exc}", pytrace=False)
+        return
     was_running = cluster_running()
     try:
         cluster = LocalCluster.from_env_file() if was_running else LocalCluster.ensure_up()
