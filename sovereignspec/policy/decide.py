@@ -62,7 +62,7 @@ from sovereignspec.model.telemetry import AcceptanceSample, GpuSample, Telemetry
 from sovereignspec.model.workload import PodSetInfo, WorkloadInfo
 from sovereignspec.policy.claims import Claims, parse_slo_ms, read_claims
 from sovereignspec.policy.decision import Candidate, Decision
-from sovereignspec.policy.evaluate import Evaluation, NeighbourInput, NodeInput, evaluate_nodes
+from sovereignspec.policy.evaluate import Evaluation, NeighbourInput, Neighbours, NodeInput, evaluate_nodes
 from sovereignspec.policy.request import AdmissionRequest, Policies
 from sovereignspec.policy.schedule import batch_ranges, merge_schedule, range_index, speculative_config
 from sovereignspec.policy.sovereignty import (
@@ -222,6 +222,17 @@ class _Ctx:
         return frozen
 
     def isolation_ok(self, node: str) -> bool:
+        """I2 and I3 for our tenant on this node; memoised per (node, tenant rules) on the snapshot."""
+        sov = self.policies.sovereignty
+        key = ("isolation", node, self.wl.namespace, id(sov))
+        hit = self.idx.memo.get(key)
+        if isinstance(hit, tuple) and hit[0] is sov:
+            return bool(hit[1])
+        ok = self._isolation_ok(node)
+        self.idx.memo[key] = (sov, ok)
+        return ok
+
+    def _isolation_ok(self, node: str) -> bool:
         me = self.rules.tenant
         for ns in self.occupants(node):
             other = tenant_of(ns, self.idx.ns_labels)
@@ -517,40 +528,22 @@ def decide(
         loads[node.name] = state_n[1]
     if off is None:
         assert claims.method is not None and estimate is not None
+        memo_key = (id(policy), id(policies.sovereignty), claims.method, claims.target_model)
         for node in candidates:
-            free_gpus, u, fb = gpu_info[node.name]
-            product = node.labels.get(LABEL_GPU_PRODUCT) or next(
-                (g.model_name for g in free_gpus if g.model_name), None
-            )
-            prof = book.find(product, claims.target_model)
-            if prof is None:
-                node_off[node.name] = Reason(
-                    type="NoAcceleratorProfile",
-                    message=f"no profile for GPU {product} / {claims.target_model}",
-                )
+            key = ("node-input", node.name, memo_key)
+            hit = idx.memo.get(key)
+            if isinstance(hit, tuple) and hit[0] is policy and hit[1] is policies.sovereignty:
+                got: NodeInput | Reason = hit[2]
+            else:
+                got = _node_input(ctx, node, gpu_info[node.name], book, claims)
+                idx.memo[key] = (policy, policies.sovereignty, got)
+            if isinstance(got, Reason):
+                node_off[node.name] = got
                 continue
-            if u is None:
-                node_off[node.name] = Reason(
-                    type="NodeTelemetryMissing", message=f"no GPU load for {node.name}"
-                )
-                continue
-            mem = prof.draft_memory_mib.get(claims.method, 0.0)
-            if fb is None or fb < mem:
-                node_off[node.name] = Reason(
-                    type="InsufficientDraftMemory",
-                    message=f"draft needs {mem:.0f} MiB, free {_fmt(fb)} MiB on {node.name}",
-                )
-                continue
-            curve = _curve(prof)
-            inputs.append(
-                NodeInput(
-                    name=node.name,
-                    curve=curve,
-                    c_d=prof.draft_cost.get(claims.method, 0.0),
-                    u=u,
-                    neighbours=_neighbours(ctx, node, free_gpus, book, policy),
-                )
-            )
+            if wl.namespace in got.neighbours.namespaces:  # our own old pods are no neighbours
+                nbs = _neighbours(ctx, node, gpu_info[node.name][0], book, policy)
+                got = NodeInput(got.name, got.curve, got.c_d, got.u, nbs)
+            inputs.append(got)
     evaluation: Evaluation | None = None
     if inputs:
         evaluation = evaluate_nodes(
@@ -575,22 +568,33 @@ def decide(
             )
         return 1.0, None, 0
 
-    speculative_mode = off is None
-    if speculative_mode:
-
-        def rank(n: NodeInfo) -> tuple[float, float, str]:
-            s, sig, _ = outcome(n.name)
-            return (-round(s, 9), -round(sig if sig is not None else -1.0, 9), n.name)
-
-    else:
-
-        def rank(n: NodeInfo) -> tuple[float, float, str]:
-            u = loads.get(n.name)
-            alloc = 1.0 - free_by_node[n.name] / n.gpu_allocatable if n.gpu_allocatable else 0.0
-            load = u if u is not None else alloc
-            return (-round(load, 9), -round(alloc, 9), n.name)
-
-    ordered = sorted(candidates, key=rank)
+    # Ranking, vectorised: keys compared as rounded floats (1e-9) so that float noise never breaks a tie
+    # that the name should break.
+    n_cand = len(candidates)
+    names = [c.name for c in candidates]
+    name_rank = np.empty(n_cand, dtype=np.int64)
+    name_rank[sorted(range(n_cand), key=names.__getitem__)] = np.arange(n_cand)
+    if off is None:  # interactive with a healthy draft: highest S_real, then more slack, then name
+        key1, key2 = np.ones(n_cand), np.full(n_cand, -1.0)
+        if evaluation is not None:
+            at = np.fromiter((pos.get(nm, -1) for nm in names), dtype=np.int64, count=n_cand)
+            hit = at >= 0
+            key1[hit] = evaluation.speedup_expected[at[hit]]
+            key2[hit] = evaluation.slack_expected[at[hit]]
+    else:  # plain: most loaded node that fits (u if known, else allocated fraction), then name
+        alloc = np.fromiter(
+            (
+                1.0 - free_by_node[c.name] / c.gpu_allocatable if c.gpu_allocatable else 0.0
+                for c in candidates
+            ),
+            dtype=np.float64,
+            count=n_cand,
+        )
+        u_known = [loads.get(nm) for nm in names]
+        key1 = np.asarray([a if u is None else u for u, a in zip(u_known, alloc.tolist(), strict=True)])
+        key2 = alloc
+    order = np.lexsort((name_rank, -np.round(key2, 9), -np.round(key1, 9)))
+    ordered = [candidates[i] for i in order.tolist()]
     chosen = ordered[0]
     placed = [n.name for n in ordered] if tas is not None else [chosen.name]
 
@@ -628,7 +632,7 @@ def decide(
     neighbours: list[NeighbourImpact] = []
     if evaluation is not None and chosen.name in pos:
         i = pos[chosen.name]
-        for j, nb in enumerate(inputs[i].neighbours):
+        for j, nb in enumerate(inputs[i].neighbours.items):
             slow = float(evaluation.slowdown_expected[i, j]) if enabled else 0.0
             neighbours.append(
                 NeighbourImpact(
@@ -639,7 +643,7 @@ def decide(
                 )
             )
     elif tstate is None and chosen.name in gpu_info:
-        for nb in _neighbours(ctx, chosen, gpu_info[chosen.name][0], book, policy):
+        for nb in _neighbours(ctx, chosen, gpu_info[chosen.name][0], book, policy).items:
             neighbours.append(
                 NeighbourImpact(namespace=nb.namespace, pod=nb.pod, margin_before=nb.margin, slowdown=0.0)
             )
@@ -715,6 +719,44 @@ def decide(
     )
 
 
+def _node_input(
+    ctx: _Ctx,
+    node: NodeInfo,
+    info: tuple[list[GpuSample], float | None, float | None],
+    book: ProfileBook,
+    claims: Claims,
+) -> NodeInput | Reason:
+    """What the vectorised evaluation needs about one node, or why speculation is off there.
+
+    Depends on the snapshot, the policies, the method and the target model only (memoised)."""
+    free_gpus, u, fb = info
+    policy = ctx.policy
+    method = claims.method or ""
+    product = node.labels.get(LABEL_GPU_PRODUCT) or next(
+        (g.model_name for g in free_gpus if g.model_name), None
+    )
+    prof = book.find(product, claims.target_model)
+    if prof is None:
+        return Reason(
+            type="NoAcceleratorProfile", message=f"no profile for GPU {product} / {claims.target_model}"
+        )
+    if u is None:
+        return Reason(type="NodeTelemetryMissing", message=f"no GPU load for {node.name}")
+    mem = prof.draft_memory_mib.get(method, 0.0)
+    if fb is None or fb < mem:
+        return Reason(
+            type="InsufficientDraftMemory",
+            message=f"draft needs {mem:.0f} MiB, free {_fmt(fb)} MiB on {node.name}",
+        )
+    return NodeInput(
+        name=node.name,
+        curve=_curve(prof),
+        c_d=prof.draft_cost.get(method, 0.0),
+        u=u,
+        neighbours=_neighbours(ctx, node, free_gpus, book, policy, filter_self=False),
+    )
+
+
 def _plain_slack(
     ctx: _Ctx,
     node: NodeInfo,
@@ -736,19 +778,32 @@ def _plain_slack(
 
 
 def _neighbours(
-    ctx: _Ctx, node: NodeInfo, gpus: Sequence[GpuSample], book: ProfileBook, policy: SpeculationPolicySpec
-) -> list[NeighbourInput]:
+    ctx: _Ctx,
+    node: NodeInfo,
+    gpus: Sequence[GpuSample],
+    book: ProfileBook,
+    policy: SpeculationPolicySpec,
+    filter_self: bool = True,
+) -> Neighbours:
     """Co-located engines on the node's free GPUs, memoised per (snapshot, node, policies): they do not
-    depend on the request, only the request's own pods (a re-decision) are filtered out afterwards."""
+    depend on the request; only the request's own pods (a re-decision) are filtered out afterwards."""
     key = ("neighbours", node.name, id(policy), id(ctx.policies.sovereignty))
     hit = ctx.idx.memo.get(key)
     if isinstance(hit, tuple) and hit[0] is policy and hit[1] is ctx.policies.sovereignty:
-        found: list[NeighbourInput] = hit[2]
+        found: Neighbours = hit[2]
     else:
-        found = _neighbours_uncached(ctx, node, gpus, book, policy)
+        found = Neighbours.of(_neighbours_uncached(ctx, node, gpus, book, policy))
         ctx.idx.memo[key] = (policy, ctx.policies.sovereignty, found)
     wl = ctx.wl
-    return [nb for nb in found if not (nb.namespace == wl.namespace and nb.pod.startswith(wl.name))]
+    if (
+        filter_self
+        and wl.namespace in found.namespaces
+        and any(nb.namespace == wl.namespace and nb.pod.startswith(wl.name) for nb in found.items)
+    ):
+        return Neighbours.of(
+            [nb for nb in found.items if not (nb.namespace == wl.namespace and nb.pod.startswith(wl.name))]
+        )
+    return found
 
 
 def _neighbours_uncached(

@@ -34,13 +34,37 @@ class NeighbourInput:
     u_total: float
 
 
+@dataclass(frozen=True, eq=False)
+class Neighbours:
+    """A node's co-located engines, with their columns as arrays for the vectorised check."""
+
+    items: Sequence[NeighbourInput]
+    sigma: FloatArray
+    margin: FloatArray  # NaN: not SLO-bound
+    u_total: FloatArray
+    namespaces: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, items: Sequence[NeighbourInput]) -> Neighbours:
+        return cls(
+            items=tuple(items),
+            sigma=np.asarray([nb.sigma for nb in items], dtype=np.float64),
+            margin=np.asarray([np.nan if nb.margin is None else nb.margin for nb in items], dtype=np.float64),
+            u_total=np.asarray([nb.u_total for nb in items], dtype=np.float64),
+            namespaces=frozenset(nb.namespace for nb in items),
+        )
+
+
+NO_NEIGHBOURS = Neighbours.of(())
+
+
 @dataclass(frozen=True)
 class NodeInput:
     name: str
     curve: StepCurve
     c_d: float
     u: float
-    neighbours: Sequence[NeighbourInput]
+    neighbours: Neighbours = NO_NEIGHBOURS
 
 
 @dataclass(frozen=True)
@@ -53,6 +77,24 @@ class Evaluation:
     speedup_expected: FloatArray  # [N]
     slack_expected: FloatArray  # [N]
     slowdown_expected: FloatArray  # [N, J] at the expected batch with its range's k*
+
+
+def max_load_increase(sigma_j: FloatArray, thr_j: FloatArray, u_j: FloatArray) -> FloatArray:
+    """Largest Δu that keeps every neighbour j within its budget thr_j = m_j(1 - safety), per node.
+
+    eps_j(Δu) = (1 - sigma_j)·max(Δu, 0) / (1 - u_j - Δu) is increasing in Δu, so eps_j <= thr_j
+    is Δu <= D_j with D_j = thr_j·(1 - u_j) / (1 - sigma_j + thr_j) (and Δu < 1 - u_j, the GPU not
+    saturating); thr_j < 0 (already over its SLO) allows no increase at all (-inf), thr_j = inf
+    (not SLO-bound) any. Reducing over j turns a [N, J, R, K] check into one [N, R, K] comparison.
+    """
+    room = 1.0 - np.minimum(u_j, U_MAX)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d = np.where(np.isinf(thr_j), np.inf, thr_j * room / (1.0 - sigma_j + thr_j))
+    d = np.where((1.0 - sigma_j + thr_j) <= 0, room, d)  # sigma_j = 1 and thr_j = 0: only saturation
+    d = np.minimum(d, np.where(np.isinf(thr_j), np.inf, np.nextafter(room, -np.inf)))
+    d = np.where(thr_j < 0, -np.inf, d)
+    out: FloatArray = d.min(axis=1) if d.shape[1] else np.full(d.shape[0], np.inf)
+    return out
 
 
 def evaluate_nodes(
@@ -80,6 +122,15 @@ def evaluate_nodes(
     g_b_c = np.stack([c.g(batches) for c in uniq])  # [C, R+1]
     g_bk_c = np.stack([c.g(batches[:, None] * (ks[None, :] + 1.0)) for c in uniq])  # [C, R+1, K+1]
 
+    # Per curve: the parts that do not depend on the node's load.
+    cd_c = {}  # c_d is per (curve, method); nodes sharing a curve share a profile, hence c_d
+    for i, nd in enumerate(nodes):
+        cd_c.setdefault(int(cid[i]), nd.c_d)
+    cd_arr = np.asarray([cd_c[c] for c in range(len(uniq))])[:, None, None]
+    t0_3 = t0_c[:, None, None]
+    tau0_c = step_ratio(t0_3, g_b_c[:, :, None], g_bk_c, 0.0, ks[None, None, :], cd_arr)  # [C, R+1, K+1]
+    du0_c = load_increase(t0_3, g_b_c[:, :, None], g_bk_c, 0.0, tau0_c)
+
     t0 = t0_c[cid][:, None, None]
     g_b = g_b_c[cid][:, :, None]
     g_bk = g_bk_c[cid]
@@ -89,35 +140,26 @@ def evaluate_nodes(
     s_real = expected_length[None, None, :] / tau
     self_ok = s_real >= 1.0 + min_gain
 
-    n_j = max((len(nd.neighbours) for nd in nodes), default=0)
+    lens = np.fromiter((len(nd.neighbours.items) for nd in nodes), dtype=np.int64, count=n_nodes)
+    n_j = int(lens.max()) if n_nodes else 0
     sigma_j = np.ones((n_nodes, n_j))
     thr_j = np.full((n_nodes, n_j), np.inf)
     u_j = np.zeros((n_nodes, n_j))
     nb_ok = np.ones_like(self_ok)
     du = np.zeros_like(s_real)
     if n_j:
-        for i, nd in enumerate(nodes):
-            for j, nb in enumerate(nd.neighbours):
-                sigma_j[i, j] = nb.sigma
-                u_j[i, j] = nb.u_total
-                if nb.margin is not None:
-                    thr_j[i, j] = nb.margin * (1.0 - safety)
+        # scatter the per-node columns into [N, J] in one go (rows repeat, columns count within a row)
+        rows_j = np.repeat(np.arange(n_nodes), lens)
+        cols_j = np.arange(rows_j.size) - np.repeat(np.cumsum(lens) - lens, lens)
+        with_nb = [nd.neighbours for nd in nodes if nd.neighbours.items]
+        sigma_j[rows_j, cols_j] = np.concatenate([nb.sigma for nb in with_nb])
+        u_j[rows_j, cols_j] = np.concatenate([nb.u_total for nb in with_nb])
+        margin = np.concatenate([nb.margin for nb in with_nb])
+        thr_j[rows_j, cols_j] = np.where(np.isnan(margin), np.inf, margin * (1.0 - safety))
         # Conservative load increase: DESIGN's Δu at the observed load u, but never below Δu on an
         # otherwise idle GPU (other tenants' load can drop at any moment, which raises our share).
-        tau0 = step_ratio(t0, g_b, g_bk, 0.0, ks[None, None, :], c_d)
-        du = np.maximum(load_increase(t0, g_b, g_bk, u, tau), load_increase(t0, g_b, g_bk, 0.0, tau0))
-        du_pos = np.maximum(du, 0.0)
-        room = 1.0 - du
-        # eps_j <= thr_j  <=>  head_j > 0 and (1 - sigma_j)·max(du, 0) <= thr_j·head_j, with
-        # head_j = 1 - u_j - du (multiplied out: no division, no inf; same result as neighbour_slowdown).
-        for j in range(n_j):  # one neighbour slot at a time keeps temporaries at [N, R+1, K+1]
-            bound = np.isfinite(thr_j[:, j])
-            if not bound.any():
-                continue
-            head = room - np.minimum(u_j[:, j], U_MAX)[:, None, None]
-            thr = np.where(bound, thr_j[:, j], 0.0)[:, None, None]
-            ok = (head > 0) & ((1.0 - sigma_j[:, j])[:, None, None] * du_pos <= thr * head)
-            nb_ok &= ok | ~bound[:, None, None]
+        du = np.maximum(load_increase(t0, g_b, g_bk, u, tau), du0_c[cid])
+        nb_ok = du <= max_load_increase(sigma_j, thr_j, u_j)[:, None, None]
         # A budget k is safe only if every smaller budget is (the engine may run fewer draft tokens
         # than num_speculative_tokens); this also makes k* non-increasing in background load.
         nb_ok = np.logical_and.accumulate(nb_ok, axis=2)

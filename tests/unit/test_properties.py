@@ -27,7 +27,7 @@ from sovereignspec.model.telemetry import (
 from sovereignspec.model.workload import CheckEntry, PodSetAssignment, PodSetInfo, WorkloadInfo
 from sovereignspec.policy.decide import decide
 from sovereignspec.policy.decision import Decision
-from sovereignspec.policy.evaluate import NeighbourInput, NodeInput, evaluate_nodes
+from sovereignspec.policy.evaluate import NeighbourInput, Neighbours, NodeInput, evaluate_nodes
 from sovereignspec.policy.request import AdmissionRequest, Policies
 from sovereignspec.policy.schedule import batch_ranges, merge_schedule, schedule_errors
 from sovereignspec.policy.sovereignty import PolicyConflict, rules_for_namespace
@@ -95,7 +95,7 @@ def test_k_star_never_increases_with_background_load(
     ranges = batch_ranges([1, 2, 4, 8, 16, 32, 64, 128, 256], 1024)
     nodes = []
     for i, u in enumerate(sorted(loads)):
-        neighbours = [] if nb is None else [NeighbourInput("ns", "p", nb[0], nb[1], u)]
+        neighbours = Neighbours.of([] if nb is None else [NeighbourInput("ns", "p", nb[0], nb[1], u)])
         nodes.append(NodeInput(name=f"n{i}", curve=curve, c_d=c_d, u=u, neighbours=neighbours))
     ev = evaluate_nodes(nodes, el, [e for _, e in ranges], 8, 3, 0.05, 0.1)
     assert np.all(np.diff(ev.k_star, axis=0) <= 0), ev.k_star
@@ -325,3 +325,21 @@ def test_same_input_same_decision(
     rnd.shuffle(nodes)
     shuffled = snap.model_copy(update={"nodes": nodes})
     assert decide(req, shuffled, pol, NOW).output() == first
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.floats(0.0, 1.0),
+    st.one_of(st.floats(-0.5, 3.0), st.just(float("inf"))),
+    st.floats(0.0, 0.999),
+    st.floats(-0.5, 1.5),
+)
+def test_reduced_neighbour_check_equals_direct_slowdown(
+    sigma: float, thr: float, u: float, du: float
+) -> None:
+    from sovereignspec.model.speedup import neighbour_slowdown
+    from sovereignspec.policy.evaluate import max_load_increase
+
+    bound = max_load_increase(np.array([[sigma]]), np.array([[thr]]), np.array([[u]]))[0]
+    direct = float(neighbour_slowdown(sigma, du, u)) <= thr
+    assert (du <= bound) == direct
