@@ -123,7 +123,8 @@ def evaluate_nodes(
     g_bk_c = np.stack([c.g(batches[:, None] * (ks[None, :] + 1.0)) for c in uniq])  # [C, R+1, K+1]
 
     # Per curve: the parts that do not depend on the node's load.
-    cd_c: dict[int, float] = {}  # c_d is per (curve, method); nodes sharing a curve share a profile, hence c_d
+    # c_d is per (profile, method); a curve is per profile object, so nodes sharing a curve share c_d.
+    cd_c: dict[int, float] = {}
     for i, nd in enumerate(nodes):
         cd_c.setdefault(int(cid[i]), nd.c_d)
     cd_arr = np.asarray([cd_c[c] for c in range(len(uniq))])[:, None, None]
