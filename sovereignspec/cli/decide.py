@@ -114,8 +114,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     out = decision.output()
-    if args.output == "json":
-        print(json.dumps(out, indent=2, sort_keys=False))
-    else:
-        print(render_table(out))
+    text = json.dumps(out, indent=2, sort_keys=False) if args.output == "json" else render_table(out)
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `| head`: the reader left; not an error of ours
+        sys.stdout = None  # type: ignore[assignment]
     return 0
