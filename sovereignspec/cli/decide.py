@@ -119,5 +119,5 @@ def run(args: argparse.Namespace) -> int:
         print(text)
         sys.stdout.flush()
     except BrokenPipeError:  # `| head`: the reader left; not an error of ours
-        sys.stdout = None  # type: ignore[assignment]
+        sys.stdout = None
     return 0
