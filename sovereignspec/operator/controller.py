@@ -83,6 +83,7 @@ class Controller:
         self._inflight: dict[str, Reservation] = {}
         self._pending_seen: dict[str, float] = {}
         self._answered: dict[str, tuple[str, Mapping[str, Any]]] = {}
+        self._busy: set[str] = set()
         self._reading: TelemetryReading | None = None
         self._reader: PrometheusReader | None = None
         if settings.prometheus_url:
@@ -224,21 +225,34 @@ class Controller:
             if entry.state != "Pending":
                 self._answered.pop(key, None)  # our answer is visible: later Pending means a requeue
                 continue
-            answered = self._answered.get(key)
-            if answered is not None and answered[0] == marker:
-                # A stale event from before our write landed: re-apply the same answer, never re-decide.
-                await self._apply_entry(wl, answered[1])
-                return
-            self._pending_seen.setdefault(key, time.monotonic())
-            await self._decide_and_write(wl, body, views_fn(), key, marker)
+            if key in self._busy:
+                return  # the event handler and the resync sweep met on one workload: one answers
+            self._busy.add(key)
+            try:
+                answered = self._answered.get(key)
+                if answered is not None and answered[0] == marker:
+                    # A stale event from before our write landed: re-apply the same answer, never
+                    # re-decide (podSetUpdates must not change once Ready).
+                    await self._apply_entry(wl, answered[1])
+                    return
+                self._pending_seen.setdefault(key, time.monotonic())
+                await self._decide_and_write(wl, body, views_fn, key, marker)
+            finally:
+                self._busy.discard(key)
             return
 
     async def _decide_and_write(
-        self, wl: WorkloadInfo, body: Mapping[str, Any], views: Views, key: str, marker: str
+        self,
+        wl: WorkloadInfo,
+        body: Mapping[str, Any],
+        views_fn: Callable[[], Views],
+        key: str,
+        marker: str,
     ) -> None:
-        now = _utcnow()
         async with self.lock:
-            snap = self.snapshot(views, exclude=(wl.namespace, wl.name))
+            now = _utcnow()
+            # Views are taken under the lock: every earlier decision is in the indexes or in _inflight.
+            snap = self.snapshot(views_fn(), exclude=(wl.namespace, wl.name))
             try:
                 req, policies = request_for(wl, snap)
             except RequestError as exc:

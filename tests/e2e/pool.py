@@ -381,8 +381,14 @@ def pods(pool: Pool, namespace: str) -> list[client.V1Pod]:
 
 
 def running_pods(pool: Pool, namespace: str, count: int = 1) -> list[client.V1Pod]:
+    """Pods bound and started (Running, or already Succeeded if KWOK completed them)."""
+
     def probe() -> list[client.V1Pod] | None:
-        ps = [p for p in pods(pool, namespace) if p.status.phase == "Running" and p.spec.node_name]
+        ps = [
+            p
+            for p in pods(pool, namespace)
+            if p.status.phase in ("Running", "Succeeded") and p.spec.node_name
+        ]
         return ps if len(ps) >= count else None
 
     def describe() -> str:
