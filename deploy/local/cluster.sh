@@ -374,6 +374,7 @@ EOF
 up_kueue() {
   [[ -f "$KUEUE_SHARE/webhook/manifests.yaml" ]] || die "Kueue manifests missing; run deploy/local/build.sh kueue"
   kueue_metrics_cert_launcher
+  "$PYTHON" -c 'import yaml' 2>/dev/null || die "$PYTHON lacks PyYAML: run 'make venv' first"
   "$PYTHON" "$LOCAL_DIR/render_kueue.py" "$KUEUE_SHARE" "$KUEUE_WEBHOOK_PORT" "$PKI_DIR/ca.crt" \
     "$CONF_DIR/kueue-crds.yaml" "$CONF_DIR/kueue-webhooks.yaml"
   "${KUBECTL[@]}" apply --server-side --force-conflicts -f "$CONF_DIR/kueue-crds.yaml" >/dev/null
