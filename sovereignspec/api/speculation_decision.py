@@ -70,6 +70,17 @@ class Speculative(Model):
     config: str = ""
 
 
+class Condition(Model):
+    """A Kubernetes-style condition (e.g. `Drift`), CamelCase reason and a human message."""
+
+    type: str = Field(min_length=1, max_length=316)
+    status: Literal["True", "False", "Unknown"]
+    reason: str = Field(min_length=1, max_length=1024)
+    message: str = Field(default="", max_length=32768)
+    last_transition_time: datetime | None = None
+    observed_generation: int | None = None
+
+
 class PodSetUpdate(Model):
     """One entry of Kueue's `podSetUpdates`, exactly as written (additive to the pod template)."""
 
@@ -115,6 +126,12 @@ class SpeculationDecisionStatus(Model):
     telemetry_time: datetime | None = None
     decided_at: datetime | None = None
     observed_generation: int | None = None
+    conditions: list[Condition] = Field(
+        default=[],
+        max_length=8,
+        description="Written by the drift checker (field manager sovereignspec-drift).",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
 
 
 class SpeculationDecision(Model):
