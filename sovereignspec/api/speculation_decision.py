@@ -81,6 +81,28 @@ class Condition(Model):
     observed_generation: int | None = None
 
 
+class DecisionInputs(Model):
+    """The workload's claims as the decision read them (after clamping by the tenant's policy)."""
+
+    workload_class: Literal["interactive", "batch"] | None = None
+    target_model: str | None = None
+    draft_model: str | None = None
+    method: str | None = None
+    tpot_slo_ms: float | None = None
+    expected_batch: int | None = None
+
+
+class Candidate(Model):
+    """A node that passed the hard filters, with its predicted outcome (ranked as placement chose)."""
+
+    node: str
+    predicted_speedup: float | None = None
+    slack: float | None = None
+    load: float | None = Field(default=None, description="Other tenants' tensor load u, when known.")
+    k: int = 0
+    free_gpus: int = 0
+
+
 class PodSetUpdate(Model):
     """One entry of Kueue's `podSetUpdates`, exactly as written (additive to the pod template)."""
 
@@ -123,6 +145,11 @@ class SpeculationDecisionStatus(Model):
     neighbours: list[NeighbourImpact] = Field(default=[], max_length=1024)
     reasons: list[Reason] = Field(default=[], max_length=256)
     pod_set_updates: list[PodSetUpdate] = Field(default=[], max_length=8)
+    inputs: DecisionInputs | None = None
+    speedup_by_k: list[float] = Field(
+        default=[], max_length=65, description="S_real(k) for k = 0..kMax at the expected batch on the node."
+    )
+    candidates: list[Candidate] = Field(default=[], max_length=10, description="Best first.")
     telemetry_time: datetime | None = None
     decided_at: datetime | None = None
     observed_generation: int | None = None

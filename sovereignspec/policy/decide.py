@@ -47,6 +47,7 @@ from sovereignspec.api.meta import (
 from sovereignspec.api.speculation_decision import (
     AcceptanceSummary,
     CheckState,
+    DecisionInputs,
     NeighbourImpact,
     PodSetUpdate,
     Reason,
@@ -684,10 +685,22 @@ def decide(
                 node=cand.name,
                 predicted_speedup=round(sp, 6),
                 slack=None if sig is None else round(sig, 6),
+                load=None if loads.get(cand.name) is None else round(float(loads[cand.name] or 0.0), 6),
                 k=kk,
                 free_gpus=free_by_node[cand.name],
             )
         )
+    speedup_by_k: list[float] = []
+    if evaluation is not None and chosen.name in pos:
+        speedup_by_k = [round(float(x), 6) for x in evaluation.speedup_by_k[pos[chosen.name]]]
+    inputs_rec = DecisionInputs(
+        workload_class=claims.workload_class,
+        target_model=claims.target_model,
+        draft_model=claims.draft_model,
+        method=claims.method,
+        tpot_slo_ms=claims.tpot_slo_ms,
+        expected_batch=claims.expected_batch,
+    )
     if enabled:
         reason = "SpeculationOn"
         message = (
@@ -716,6 +729,8 @@ def decide(
         pod_set_updates=updates,
         reasons=reasons,
         candidates=cands,
+        inputs=inputs_rec,
+        speedup_by_k=speedup_by_k,
     )
 
 

@@ -17,7 +17,9 @@ from sovereignspec.api.base import Model
 from sovereignspec.api.meta import API_VERSION, LABEL_MANAGED_BY, MANAGED_BY_VALUE
 from sovereignspec.api.speculation_decision import (
     AcceptanceSummary,
+    Candidate,
     CheckState,
+    DecisionInputs,
     NeighbourImpact,
     PodSetUpdate,
     Reason,
@@ -26,15 +28,7 @@ from sovereignspec.api.speculation_decision import (
 )
 from sovereignspec.model.workload import CheckEntry
 
-
-class Candidate(Model):
-    """A node that passed the hard filters, with its predicted outcome (for the record)."""
-
-    node: str
-    predicted_speedup: float | None = None
-    slack: float | None = None
-    k: int = 0
-    free_gpus: int = 0
+__all__ = ["Candidate", "Decision", "check_entry", "decision_status", "speculation_decision_object"]
 
 
 class Decision(Model):
@@ -57,6 +51,8 @@ class Decision(Model):
     reasons: list[Reason] = []
     requeue_after_seconds: int | None = None
     candidates: list[Candidate] = []
+    inputs: DecisionInputs | None = None
+    speedup_by_k: list[float] = []
     telemetry_time: datetime | None = None
     decided_at: datetime | None = None
     observed_generation: int | None = None
@@ -84,6 +80,9 @@ def decision_status(d: Decision) -> SpeculationDecisionStatus:
         neighbours=d.neighbours,
         reasons=d.reasons,
         pod_set_updates=d.pod_set_updates,
+        inputs=d.inputs,
+        speedup_by_k=d.speedup_by_k,
+        candidates=d.candidates,
         telemetry_time=d.telemetry_time,
         decided_at=d.decided_at,
         observed_generation=d.observed_generation,

@@ -77,6 +77,7 @@ class Evaluation:
     speedup_expected: FloatArray  # [N]
     slack_expected: FloatArray  # [N]
     slowdown_expected: FloatArray  # [N, J] at the expected batch with its range's k*
+    speedup_by_k: FloatArray  # [N, K+1] S_real at the expected batch for every k (for the record)
 
 
 def max_load_increase(sigma_j: FloatArray, thr_j: FloatArray, u_j: FloatArray) -> FloatArray:
@@ -178,4 +179,4 @@ def evaluate_nodes(
     speedup_e = s_real[rows, -1, k_e]
     slack_e = slack(t0_c[cid], g_b_c[cid][:, -1], u[:, 0, 0])
     slow_e = neighbour_slowdown(sigma_j, du[rows, -1, k_e][:, None], u_j)  # [N, J]
-    return Evaluation(nodes, k_all[:, :-1], k_self[:, :-1], speedup_e, slack_e, slow_e)
+    return Evaluation(nodes, k_all[:, :-1], k_self[:, :-1], speedup_e, slack_e, slow_e, s_real[:, -1, :])
