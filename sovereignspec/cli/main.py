@@ -16,6 +16,7 @@ COMMANDS: list[str] = [
     "sovereignspec.cli.telemetry_sim",
     "sovereignspec.cli.decide",
     "sovereignspec.cli.run",
+    "sovereignspec.cli.explain",
 ]
 
 
