@@ -10,8 +10,9 @@ import socket
 
 import kopf
 from kubernetes import client, config
-from prometheus_client import start_http_server
+from prometheus_client import REGISTRY, start_http_server
 
+from sovereignspec.operator.decision_metrics import DecisionCollector
 from sovereignspec.operator.health import HealthState, start_health_server
 from sovereignspec.operator.leader import LeaseElector
 from sovereignspec.operator.logs import configure_logging
@@ -90,6 +91,8 @@ async def _amain(settings: OperatorSettings) -> int:
     health.reasons = ["starting controller"]
     controller = Controller(settings=settings, api=api, health=health)
     registry = build_registry(controller)
+    decision_metrics = DecisionCollector(lambda: controller.indexes)
+    REGISTRY.register(decision_metrics)
     try:
         await kopf.operator(
             registry=registry,
@@ -100,6 +103,7 @@ async def _amain(settings: OperatorSettings) -> int:
             memo=kopf.Memo(controller=controller),
         )
     finally:
+        REGISTRY.unregister(decision_metrics)
         LEADER.set(0)
         await controller.close()
         if runner is not None:
