@@ -40,9 +40,10 @@ cluster-down:
 cluster-status:
 	-deploy/local/cluster.sh status
 
-# CRDs are generated from the pydantic models; tests/unit/test_crdgen.py fails when crds/ is stale.
+# CRDs are generated from the pydantic models into crds/ and the chart; tests/unit/test_crdgen.py and
+# tests/packaging/test_chart.py fail when either copy is stale.
 crds: venv
-	$(BIN)/python -m sovereignspec.api.crdgen crds
+	$(BIN)/python -m sovereignspec.api.crdgen crds charts/sovereignspec/crds
 
 # decide() on 500 nodes, kMax 8, 9 batch ranges, 4 neighbours per node: prints median and p99.
 bench-decide: venv

@@ -177,11 +177,13 @@ def render() -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    out = Path((argv if argv is not None else sys.argv[1:] or ["crds"])[0])
-    out.mkdir(parents=True, exist_ok=True)
-    for name, text in render().items():
-        (out / name).write_text(text, encoding="utf-8")
-        print(f"wrote {out / name}")
+    """Write the CRDs into every directory given (default `crds`; `make crds` adds the chart's)."""
+    for arg in (argv if argv is not None else sys.argv[1:]) or ["crds"]:
+        out = Path(arg)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, text in render().items():
+            (out / name).write_text(text, encoding="utf-8")
+            print(f"wrote {out / name}")
     return 0
 
 
