@@ -65,7 +65,7 @@ def kubeconform() -> Path:
 
 def _rewrite_refs(node: Any) -> Any:
     if isinstance(node, dict):
-        out = {}
+        out: dict[str, Any] = {}
         for k, v in node.items():
             if k == "$ref" and isinstance(v, str):
                 out[k] = v.replace("#/components/schemas/", "#/definitions/")
