@@ -1,0 +1,187 @@
+"""SovereignSpec in the simulator: the operator's objects, built from the simulator's *noisy, lagged*
+telemetry only, handed to the real `sovereignspec.policy.decide.decide()`.
+
+Telemetry the policy sees (what Prometheus would answer): DCGM tensor-active averaged over 30 s and
+15 s old, with noise; vLLM TPOT averaged over 60 s, 15 s old, with noise; `num_requests_running`
+15 s old; spec-decode counters summed over 120 s per engine (per-position up to the k the engine ran).
+The decision is made once, at admission, like the operator (reconfigureOnDrift off).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+
+from sovereignspec.api.meta import (
+    ANNOTATION_CLASS,
+    ANNOTATION_DRAFT_MODEL,
+    ANNOTATION_EXPECTED_BATCH,
+    ANNOTATION_SPEC_METHOD,
+    ANNOTATION_TARGET_MODEL,
+    ANNOTATION_TPOT_SLO_MS,
+    CONTROLLER_NAME,
+    DEFAULT_JURISDICTION_LABEL,
+    LABEL_GPU_PRODUCT,
+    LABEL_HOSTNAME,
+    ObjectMeta,
+)
+from sovereignspec.api.sovereignty_policy import SovereigntyPolicy, SovereigntyPolicySpec
+from sovereignspec.api.speculation_policy import SpeculationPolicy, SpeculationPolicySpec
+from sovereignspec.evidence.policies import Scheduled, gpu_on_node, spread_place
+from sovereignspec.evidence.sim import FloatArray, IntArray, Simulation
+from sovereignspec.evidence.truth import GPU_TYPES, TARGET
+from sovereignspec.model.cluster import (
+    AdmissionCheckInfo,
+    ClusterSnapshot,
+    FlavorInfo,
+    NamespaceInfo,
+    NodeInfo,
+    PodInfo,
+)
+from sovereignspec.model.telemetry import AcceptanceSample, EngineSample, GpuSample, PodRef, TelemetrySnapshot
+from sovereignspec.model.workload import CheckEntry, PodSetAssignment, PodSetInfo, WorkloadInfo
+from sovereignspec.policy.decide import decide
+from sovereignspec.policy.decision import Decision
+from sovereignspec.policy.request import AdmissionRequest, Policies
+
+EPOCH = datetime(2026, 11, 29, 10, 0, 0, tzinfo=UTC)
+LAG_S = 15.0
+GPU_WINDOW_S = 30.0
+TPOT_WINDOW_S = 60.0
+ACCEPT_WINDOW_S = 120.0
+GPU_NOISE = 0.03
+TPOT_NOISE = 0.03
+CHECK = "sovereignspec"
+
+
+def observe(sim: Simulation, tick: int) -> TelemetrySnapshot:
+    """The telemetry snapshot Prometheus would give at `tick` (lagged, windowed, noisy)."""
+    dt = sim.sc.dt_s
+    rng = np.random.default_rng([sim.seed, 3, tick])
+    ref = max(0, tick - round(LAG_S / dt))
+    w_gpu = slice(max(0, ref - round(GPU_WINDOW_S / dt) + 1), ref + 1)
+    w_tpot = slice(max(0, ref - round(TPOT_WINDOW_S / dt) + 1), ref + 1)
+    w_acc = slice(max(0, ref - round(ACCEPT_WINDOW_S / dt) + 1), ref + 1)
+    placed = sim.placement[ref] if tick > 0 else sim.gpu_of
+    gpus = []
+    for j, g in enumerate(sim.gpus):
+        gt = GPU_TYPES[g.kind]
+        n_on = int(np.sum(sim.gpu_of == j))
+        tensor = float(np.clip(sim.tensor[w_gpu, j].mean() + rng.normal(0, GPU_NOISE), 0.0, 1.0)) if tick else 0.0
+        fb = max(0.0, gt.memory_mib * 0.9 * (1.0 - n_on / gt.replicas)) + 500.0
+        pods = [PodRef(namespace=sim.sc.engines[e].tenant, name=sim.sc.engines[e].name)
+                for e in np.nonzero(sim.gpu_of == j)[0]]  # fmt: skip
+        gpus.append(
+            GpuSample(node=g.node, uuid=f"GPU-{g.node}-{g.index}", model_name=gt.model_name,
+                      tensor_active=tensor, fb_free_mib=fb, pods=pods)
+        )  # fmt: skip
+    engines, acceptance = [], []
+    for e, eng in enumerate(sim.sc.engines):
+        if placed[e] < 0 or not sim.active[w_tpot, e].any():
+            continue
+        tok = sim.tokens[w_tpot, e]
+        tpot = float((sim.tpot[w_tpot, e] * tok).sum() / max(tok.sum(), 1e-9))
+        engines.append(
+            EngineSample(namespace=eng.tenant, pod=eng.name, model_name=TARGET.name,
+                         tpot_seconds=max(1e-4, tpot * (1.0 + rng.normal(0, TPOT_NOISE))),
+                         running=float(sim.batch[ref, e]), waiting=0.0)
+        )  # fmt: skip
+        drafts = float(sim.drafts[w_acc, e].sum())
+        if eng.draft is not None and drafts > 0:
+            k_run = int(sim.k[w_acc, e].max())
+            acc = sim.accepted[w_acc, e, :k_run].sum(axis=0)
+            draft_tokens = float((sim.drafts[w_acc, e] * sim.k[w_acc, e]).sum())
+            acceptance.append(
+                AcceptanceSample(target_model=TARGET.name, draft_model=eng.draft.draft_model,
+                                 method=eng.draft.method, drafts=drafts, draft_tokens=draft_tokens,
+                                 accepted_per_position=[float(x) for x in acc], accepted=float(acc.sum()))
+            )  # fmt: skip
+    return TelemetrySnapshot(
+        time=EPOCH + timedelta(seconds=ref * dt), gpus=gpus, engines=engines, acceptance=acceptance
+    )
+
+
+def snapshot(sim: Simulation, tick: int, policy: SpeculationPolicySpec) -> ClusterSnapshot:
+    sc = sim.sc
+    nodes = [
+        NodeInfo(name=n.name, labels={LABEL_HOSTNAME: n.name, DEFAULT_JURISDICTION_LABEL: n.jurisdiction,
+                                      LABEL_GPU_PRODUCT: GPU_TYPES[n.gpu].product},
+                 gpu_allocatable=n.gpus * GPU_TYPES[n.gpu].replicas)
+        for n in sc.nodes
+    ]  # fmt: skip
+    pods = [
+        PodInfo(namespace=eng.tenant, name=eng.name, node=sim.gpus[int(sim.gpu_of[e])].node, phase="Running",
+                gpu_request=1, annotations={ANNOTATION_TPOT_SLO_MS: f"{eng.slo_ms:g}",
+                                            ANNOTATION_TARGET_MODEL: TARGET.name})
+        for e, eng in enumerate(sc.engines) if sim.gpu_of[e] >= 0
+    ]  # fmt: skip
+    tenants = sorted({eng.tenant for eng in sc.engines})
+    sov = [
+        SovereigntyPolicy(metadata=ObjectMeta(name=f"residency-{t}"),
+                          spec=SovereigntyPolicySpec(tenants=[t], jurisdictions=list(j)))
+        for t, j in sorted(sc.jurisdictions.items())
+    ]  # fmt: skip
+    return ClusterSnapshot(
+        nodes=nodes,
+        pods=pods,
+        namespaces=[NamespaceInfo(name=t) for t in tenants],
+        flavors=[FlavorInfo(name="gpu")],
+        admission_checks=[AdmissionCheckInfo(name=CHECK, controller_name=CONTROLLER_NAME)],
+        speculation_policies=[SpeculationPolicy(metadata=ObjectMeta(name="default"), spec=policy)],
+        sovereignty_policies=sov,
+        telemetry=observe(sim, tick),
+    )
+
+
+def workload(sim: Simulation, e: int, pin_node: str | None) -> WorkloadInfo:
+    eng = sim.sc.engines[e]
+    ann = {ANNOTATION_CLASS: eng.workload_class, ANNOTATION_TARGET_MODEL: TARGET.name,
+           ANNOTATION_TPOT_SLO_MS: f"{eng.slo_ms:g}"}  # fmt: skip
+    if eng.draft is not None:
+        ann[ANNOTATION_DRAFT_MODEL] = eng.draft.draft_model
+        ann[ANNOTATION_SPEC_METHOD] = eng.draft.method
+    if eng.expected_batch is not None:
+        ann[ANNOTATION_EXPECTED_BATCH] = str(eng.expected_batch)
+    return WorkloadInfo(
+        namespace=eng.tenant, name=eng.name, generation=1, queue_name="lq", quota_reserved=True,
+        pod_sets=[PodSetInfo(name="main", count=1, gpus_per_pod=1, annotations=ann,
+                             node_selector={LABEL_HOSTNAME: pin_node} if pin_node else {})],
+        assignments=[PodSetAssignment(name="main", flavors={"nvidia.com/gpu": "gpu"}, count=1)],
+        checks=[CheckEntry(name=CHECK, state="Pending")],
+    )  # fmt: skip
+
+
+class SovereignSpec(Scheduled):
+    """decide() at admission; the engine then runs the decided schedule. With `budget_only`, the node
+    is pinned (template nodeSelector) to where the baselines would put it: the draft budget alone."""
+
+    def __init__(self, policy: SpeculationPolicySpec | None = None, budget_only: bool = False) -> None:
+        super().__init__("sovereignspec-budget-only" if budget_only else "sovereignspec", None)
+        self.policy = policy or SpeculationPolicySpec()
+        self.policies = Policies(speculation=self.policy, speculation_name="default")
+        self.budget_only = budget_only
+        self.decisions: dict[str, Decision] = {}
+
+    def admit(self, sim: Simulation, e: int) -> int | None:
+        pin = None
+        if self.budget_only:
+            g = spread_place(sim, e)
+            if g is None:
+                return None
+            pin = sim.gpus[g].node
+        snap = snapshot(sim, sim.tick, self.policies.speculation)
+        snap.sovereignty_policies  # noqa: B018 - built eagerly, shared with Policies below
+        policies = Policies(speculation=self.policy, speculation_name="default",
+                            sovereignty=tuple(snap.sovereignty_policies))  # fmt: skip
+        d = decide(AdmissionRequest(workload=workload(sim, e, pin), check=CHECK), snap, policies,
+                   EPOCH + timedelta(seconds=sim.tick * sim.sc.dt_s))  # fmt: skip
+        self.decisions[sim.sc.engines[e].name] = d
+        if d.state != "Ready" or d.node is None:
+            return None
+        sim.schedule[e] = d.speculative.schedule if d.speculative.enabled else None
+        return gpu_on_node(sim, e, d.node)
+
+
+def k_from(sim: Simulation, batch: FloatArray) -> IntArray:
+    return Scheduled("x", None).choose_k(sim, sim.tick, batch)
