@@ -17,6 +17,8 @@ COMMANDS: list[str] = [
     "sovereignspec.cli.decide",
     "sovereignspec.cli.run",
     "sovereignspec.cli.explain",
+    "sovereignspec.cli.simulate",
+    "sovereignspec.cli.calibrate",
 ]
 
 
