@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export SOVEREIGNSPEC_CACHE ?= $(HOME)/.cache/sovereignspec
 
-.PHONY: venv lint typecheck unit test cluster-up cluster-down cluster-status crds bench-decide clean
+.PHONY: venv lint typecheck unit test demo chart-lint cluster-up cluster-down cluster-status crds bench-decide clean
 
 $(BIN)/sovereignspec: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -29,6 +29,13 @@ unit: venv
 # The full suite: lint, types, unit/property tests and the tests against real processes.
 test: venv lint typecheck
 	$(BIN)/pytest
+
+# The README's first command: local cluster, chart, operator, simulator, Prometheus, examples, decisions.
+demo: venv
+	deploy/demo/demo.sh
+
+chart-lint:
+	$(SOVEREIGNSPEC_CACHE)/bin/helm lint --strict charts/sovereignspec --kube-version 1.36.3
 
 cluster-up: venv
 	deploy/local/cluster.sh up
