@@ -154,7 +154,11 @@ def saturated() -> Scenario:
 
 
 def single_gpu(
-    name: str, subject: EngineSpec, background: tuple[EngineSpec, ...], gpu: str = "h100", horizon_s: float = 120
+    name: str,
+    subject: EngineSpec,
+    background: tuple[EngineSpec, ...],
+    gpu: str = "h100",
+    horizon_s: float = 120,
 ) -> Scenario:
     """One GPU, one subject placed at t=0 and fixed background engines: for the micro claims (C1-C3)."""
     node = NodeSpec("lab", gpu, 1)
@@ -165,4 +169,6 @@ def single_gpu(
     subj = EngineSpec(subject.name, subject.tenant, subject.batch, subject.slo_ms, ctx=subject.ctx,
                       prefill_ratio=subject.prefill_ratio, amplitude=0.0, subject=True, arrival_s=0.0,
                       draft=subject.draft, expected_batch=subject.expected_batch, node="lab")  # fmt: skip
-    return Scenario(name, name, (node,), (*bgs, subj), horizon_s=horizon_s, jurisdictions={subj.tenant: ("KR",)})
+    return Scenario(
+        name, name, (node,), (*bgs, subj), horizon_s=horizon_s, jurisdictions={subj.tenant: ("KR",)}
+    )

@@ -67,9 +67,7 @@ class Simulation:
         self.sc = sc
         self.seed = seed
         rng = np.random.default_rng([seed, 1])
-        self.gpus = [
-            Gpu(n.name, i, n.gpu, n.jurisdiction) for n in sc.nodes for i in range(n.gpus)
-        ]
+        self.gpus = [Gpu(n.name, i, n.gpu, n.jurisdiction) for n in sc.nodes for i in range(n.gpus)]
         self.gpu_id = {(g.node, g.index): j for j, g in enumerate(self.gpus)}
         n_t, n_e, n_g = sc.ticks, len(sc.engines), len(self.gpus)
         self.batch_path = batch_paths(sc, rng)
@@ -78,7 +76,9 @@ class Simulation:
         self.a0_path = np.zeros((n_t, n_e))
         for e, eng in enumerate(sc.engines):
             if eng.draft is not None:
-                self.a0_path[:, e] = np.clip(eng.draft.a0 * np.exp(drift[:, e] - drift[:, e].mean()), 0.05, 0.99)
+                self.a0_path[:, e] = np.clip(
+                    eng.draft.a0 * np.exp(drift[:, e] - drift[:, e].mean()), 0.05, 0.99
+                )
         self.decay_pow = np.zeros((n_e, K_MAX))
         for e, eng in enumerate(sc.engines):
             if eng.draft is not None:
@@ -146,7 +146,9 @@ class Simulation:
         out: FloatArray = np.clip(a0[:, None] * self.decay_pow, 0.0, 0.995)
         return out
 
-    def evaluate(self, gpu_of: IntArray, batch: FloatArray, k: IntArray, a0: FloatArray) -> tuple[FloatArray, FloatArray]:
+    def evaluate(
+        self, gpu_of: IntArray, batch: FloatArray, k: IntArray, a0: FloatArray
+    ) -> tuple[FloatArray, FloatArray]:
         """True noiseless (tokens/s, TPOT) for configurations [R, E] (gpu_of and k per row)."""
         p = self.parts(gpu_of, batch, k, a0)
         if gpu_of.ndim == 1:

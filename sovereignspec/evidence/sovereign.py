@@ -68,7 +68,9 @@ def observe(sim: Simulation, tick: int) -> TelemetrySnapshot:
     for j, g in enumerate(sim.gpus):
         gt = GPU_TYPES[g.kind]
         n_on = int(np.sum(sim.gpu_of == j))
-        tensor = float(np.clip(sim.tensor[w_gpu, j].mean() + rng.normal(0, GPU_NOISE), 0.0, 1.0)) if tick else 0.0
+        tensor = (
+            float(np.clip(sim.tensor[w_gpu, j].mean() + rng.normal(0, GPU_NOISE), 0.0, 1.0)) if tick else 0.0
+        )
         fb = max(0.0, gt.memory_mib * 0.9 * (1.0 - n_on / gt.replicas)) + 500.0
         pods = [PodRef(namespace=sim.sc.engines[e].tenant, name=sim.sc.engines[e].name)
                 for e in np.nonzero(sim.gpu_of == j)[0]]  # fmt: skip

@@ -11,7 +11,15 @@ import numpy as np
 
 from sovereignspec.evidence import policies as pol
 from sovereignspec.evidence.metrics import per_tenant, summary
-from sovereignspec.evidence.scenario import GOOD_EAGLE3, WEAK_EAGLE3, EngineSpec, Scenario, mixed, saturated, single_gpu
+from sovereignspec.evidence.scenario import (
+    GOOD_EAGLE3,
+    WEAK_EAGLE3,
+    EngineSpec,
+    Scenario,
+    mixed,
+    saturated,
+    single_gpu,
+)
 from sovereignspec.evidence.sim import Policy, Simulation, simulate
 from sovereignspec.evidence.sovereign import SovereignSpec
 
@@ -95,7 +103,9 @@ def claims(m: dict[str, Any], mix: ScenarioResult, sat: ScenarioResult) -> dict[
     tax = 1.0 - tok_on / tok_off
     c5 = st["sovereignspec-budget-only"]["goodput"] / st["always-on"]["goodput"] - 1.0
     harm_blind = mix.table["in-engine-goodput"]["_neighboursHarmed"]
-    harm_ours = mix.table["sovereignspec"]["sloViolationsCaused"] + sat.table["sovereignspec"]["sloViolationsCaused"]
+    harm_ours = (
+        mix.table["sovereignspec"]["sloViolationsCaused"] + sat.table["sovereignspec"]["sloViolationsCaused"]
+    )
     return {
         "C1": {"value": round(m["c1"], 3), "pass": bool(m["c1"] > 2.0),
                "what": "idle H100, batch 2, EAGLE-3 k=5: measured speed-up (> 2)"},
@@ -116,7 +126,11 @@ def claims(m: dict[str, Any], mix: ScenarioResult, sat: ScenarioResult) -> dict[
 
 
 def public_table(t: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {p: {k: v for k, v in row.items() if not k.startswith("_")} for p, row in t.items() if p in POLICY_NAMES}
+    return {
+        p: {k: v for k, v in row.items() if not k.startswith("_")}
+        for p, row in t.items()
+        if p in POLICY_NAMES
+    }
 
 
 def run_standard(seed: int = 7, progress: Progress | None = None) -> tuple[dict[str, Any], dict[str, Any]]:

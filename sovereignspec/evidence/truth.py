@@ -108,7 +108,9 @@ def step_parts(
     # Chunked prefill rides in the decode step (vLLM V1): the new prompts of finished requests.
     tokens = b * (kk + 1.0) + np.asarray(prefill_per_step, dtype=np.float64)
     active = b > 0
-    mem = np.where(active, (model.params_b * 1e9 * model.bytes_per_param + b * c * model.kv_bytes_per_token) / bw, 0)
+    mem = np.where(
+        active, (model.params_b * 1e9 * model.bytes_per_param + b * c * model.kv_bytes_per_token) / bw, 0
+    )
     comp = tokens * (2.0 * model.params_b * 1e9 + c * model.attn_flops_per_token_ctx) / flops
     fixed = np.where(active, np.asarray(overhead_s, dtype=np.float64) + kk * model.draft_overhead_s, 0.0)
     d_mem = np.where(active, kk * model.draft_bytes / bw, 0.0)

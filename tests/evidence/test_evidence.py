@@ -1,0 +1,102 @@
+"""Evidence suite: claims C1-C6 computed on the standard suite, determinism, calibration, CLI shape,
+and the ground-truth pieces."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+
+from sovereignspec.cli.main import main
+from sovereignspec.evidence.calibration import PUBLISHED, fit
+from sovereignspec.evidence.policies import Scheduled
+from sovereignspec.evidence.scenario import GOOD_EAGLE3, EngineSpec, single_gpu
+from sovereignspec.evidence.sim import simulate
+from sovereignspec.evidence.suite import POLICY_NAMES, run_standard
+from sovereignspec.evidence.truth import GPU_TYPES, expected_length, hinge, solve, step_parts
+
+
+@pytest.fixture(scope="session")
+def standard() -> tuple[dict[str, Any], dict[str, Any]]:
+    return run_standard(seed=7)
+
+
+def test_shape(standard: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    result, _ = standard
+    assert set(result["policies"]) == set(POLICY_NAMES)
+    for row in result["policies"].values():
+        assert set(row) == {"goodput", "tpotP50", "tpotP99", "sloViolationsCaused", "gpuSecondsPer1kTokens"}
+        assert row["goodput"] > 0
+    assert set(result["claims"]) == {f"C{i}" for i in range(1, 7)}
+    assert all(set(c) >= {"value", "pass"} for c in result["claims"].values())
+
+
+def test_claims_that_hold(standard: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    c = standard[0]["claims"]
+    assert c["C1"]["pass"] and c["C1"]["value"] > 2.0
+    assert c["C3"]["pass"]
+
+
+def test_sovereignspec_causes_no_violations_and_beats_always_on(
+    standard: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    result = standard[0]
+    assert result["goals"]["violationsCaused"] == 0
+    assert result["goals"]["gainOverAlwaysOnSaturated"] > 0
+    sat = result["scenarios"]["saturated"]["policies"]
+    assert sat["sovereignspec"]["goodput"] > sat["off"]["goodput"]
+    assert result["goals"]["oracleShareSaturated"] > 0.9
+
+
+def test_deterministic() -> None:
+    subj = EngineSpec("probe", "bank-a", 8, 100, draft=GOOD_EAGLE3, expected_batch=8)
+    sc = single_gpu("det", subj, (EngineSpec("bg", "shop", 64, 100),), horizon_s=30)
+    a = simulate(sc, Scheduled("k3", [[1, 1024, 3]]), 11)
+    b = simulate(sc, Scheduled("k3", [[1, 1024, 3]]), 11)
+    c = simulate(sc, Scheduled("k3", [[1, 1024, 3]]), 12)
+    assert np.array_equal(a.tokens, b.tokens)
+    assert not np.array_equal(a.tokens, c.tokens)
+
+
+@pytest.mark.parametrize("curve", PUBLISHED, ids=lambda c: c.key)
+def test_calibration_mape(curve: Any) -> None:
+    f = fit(curve)
+    assert f.mape <= 0.10
+    prof = f.profile()
+    assert prof.step_time is not None and prof.source and curve.source[:20] in prof.source
+
+
+def test_hinge_and_kv_term() -> None:
+    assert hinge(np.array(3.0), np.array(0.0)) == pytest.approx(3.0)
+    assert hinge(np.array(3.0), np.array(3.0)) > 3.0
+    g = GPU_TYPES["h100"]
+    short = step_parts(g.tflops, g.bandwidth_gbs, g.mfu, g.mbu, g.overhead_s, 32, 0, 500)
+    long = step_parts(g.tflops, g.bandwidth_gbs, g.mfu, g.mbu, g.overhead_s, 32, 0, 4000)
+    assert float(long.mem) > float(short.mem) and float(long.comp) > float(short.comp)
+
+
+def test_contention_slows_and_shares_sum_below_one() -> None:
+    g = GPU_TYPES["h100"]
+    b = np.array([16.0, 128.0])
+    p = step_parts(g.tflops, g.bandwidth_gbs, g.mfu, g.mbu, g.overhead_s, b, np.array([0, 0]), 1500, b * 2)
+    alone = solve(p, np.eye(2))
+    shared = solve(p, np.ones((2, 1)))
+    assert np.all(shared.t > alone.t)
+    assert shared.compute_share.sum() < 1.0
+
+
+def test_acceptance_decays_with_depth() -> None:
+    q = GOOD_EAGLE3.conditional(GOOD_EAGLE3.a0, 8)
+    assert np.all(np.diff(q) < 0)
+    el = expected_length(np.broadcast_to(q, (9, 8)), np.arange(9))
+    assert np.all(np.diff(el) > 0) and el[8] < 9
+
+
+def test_cli_calibrate_and_measure(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["calibrate", "-o", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["fits"]) == 3 and all(f["mape"] <= 0.10 for f in out["fits"])
+    assert main(["calibrate", "--measure"]) == 2
+    assert "GPU" in capsys.readouterr().err
