@@ -54,6 +54,6 @@ def run(args: argparse.Namespace) -> int:
     import yaml
 
     for r in report:
-        print(f"# {r['curve']}: MAPE {100 * r['mape']:.1f}%")
+        print(f"# {r['curve']}: MAPE {100 * float(r['mape']):.1f}%")  # type: ignore[arg-type]
     print(yaml.safe_dump(fragment, sort_keys=False, width=110), end="")
     return 0

@@ -33,14 +33,14 @@ PUBLISHED = (
     PublishedCurve("sglang-h100-eagle3-chain3", "NVIDIA-H100-80GB-HBM3", "llama-3.1-8b", 3,
                    (2, 4, 8, 16, 24, 32, 48, 56, 64), (1.81, 1.82, 1.62, 1.48, 1.39, 1.32, 1.38, 1.34, 1.38),
                    16.06e9 / (3350e9 * 0.75),
-                   "EAGLE-3 (Li et al. 2025, arXiv:2503.01840), LLaMA-3.1-8B, MT-bench, SGLang on H100, chain "
+                   "EAGLE-3 (Li et al. 2025, arXiv:2503.01840), LLaMA-3.1-8B, MT-bench, SGLang on H100, chain "  # noqa: E501
                    "length 3; speed-up vs batch as listed in SovereignSpec issue 7; alpha 0.8 assumed"),
     PublishedCurve("vllm-rtx3090-eagle3-chain2", "NVIDIA-GeForce-RTX-3090", "llama-3.1-8b", 2,
                    (2, 4, 8, 16, 24, 32, 48, 56), (1.75, 1.68, 1.58, 1.49, 1.42, 1.36, 1.21, 1.01),
                    16.06e9 / (936e9 * 0.75),
                    "EAGLE-3 (Li et al. 2025, arXiv:2503.01840), LLaMA-3.1-8B, MT-bench, vLLM on RTX 3090, "
                    "chain length 2; speed-up vs batch as listed in SovereignSpec issue 7; alpha 0.8 assumed"),
-    PublishedCurve("vllm-eagle3.1-gb200", "NVIDIA-GB200", "kimi-k2.6-nvfp4", 3, (1, 4, 16), (2.03, 1.71, 1.66),
+    PublishedCurve("vllm-eagle3.1-gb200", "NVIDIA-GB200", "kimi-k2.6-nvfp4", 3, (1, 4, 16), (2.03, 1.71, 1.66),  # noqa: E501
                    0.004,
                    "vLLM blog 'EAGLE 3.1' (2026-05-26): output throughput 2.03x/1.71x/1.66x at concurrency "
                    "1/4/16; secondary reports name Kimi-K2.6-NVFP4, TP=4, GB200, SPEED-Bench coding, "
@@ -75,9 +75,9 @@ class Fit:
 def model_speedup(el: float, k: int, b: np.ndarray, slope: np.ndarray, knee: np.ndarray, extra: np.ndarray,
                   c_d: np.ndarray) -> np.ndarray:  # fmt: skip
     def t(tok: np.ndarray) -> np.ndarray:
-        return 1.0 + slope * tok + extra * np.maximum(0.0, tok - knee)
+        return np.asarray(1.0 + slope * tok + extra * np.maximum(0.0, tok - knee), dtype=np.float64)
 
-    out: np.ndarray = el / (t(b * (k + 1)) / t(b) + k * c_d)
+    out = np.asarray(el / (t(b * (k + 1)) / t(b) + k * c_d), dtype=np.float64)
     return out
 
 
@@ -95,7 +95,7 @@ def fit(curve: PublishedCurve) -> Fit:
     mape = np.mean(np.abs(pred - s) / s, axis=-1)
     i = np.unravel_index(int(np.argmin(mape)), mape.shape)
     return Fit(curve, float(slope.ravel()[i[0]]), float(knee.ravel()[i[1]]), float(extra.ravel()[i[2]]),
-               float(c_d.ravel()[i[3]]), tuple(round(float(x), 3) for x in pred[i]), float(mape[i]))  # fmt: skip
+               float(c_d.ravel()[i[3]]), tuple(round(float(x), 3) for x in pred[i]), float(mape[i]))  # fmt: skip  # noqa: E501
 
 
 def gpu_present() -> str | None:

@@ -5,6 +5,7 @@ GPU-seconds per 1k tokens (an energy proxy)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -27,7 +28,7 @@ def goodput(sim: Simulation) -> float:
     return float((sim.tokens * ok).sum() / sim.sc.horizon_s)
 
 
-def windows(sim: Simulation) -> tuple[FloatArray, FloatArray, FloatArray]:
+def windows(sim: Simulation) -> tuple[FloatArray, Any, Any]:
     """(mean TPOT [W, E], any own k>0 [W, E], any co-located engine with k>0 [W, E])."""
     w = max(1, round(WINDOW_S / sim.sc.dt_s))
     n_w = sim.sc.ticks // w
@@ -40,8 +41,8 @@ def windows(sim: Simulation) -> tuple[FloatArray, FloatArray, FloatArray]:
         placed = sim.placement[t] >= 0
         np.add.at(spec_on_gpu[t], sim.placement[t][placed], (sim.k[t][placed] > 0).astype(float))
     g = np.where(sim.placement[sl] >= 0, sim.placement[sl], 0)
-    others = np.take_along_axis(spec_on_gpu[sl], g, axis=1) - (sim.k[sl] > 0)
-    others = np.where(sim.placement[sl] >= 0, others, 0).reshape(n_w, w, -1).any(axis=1)
+    near = np.take_along_axis(spec_on_gpu[sl], g, axis=1) - (sim.k[sl] > 0)
+    others = np.where(sim.placement[sl] >= 0, near, 0).reshape(n_w, w, -1).any(axis=1)
     return tp, own, others
 
 

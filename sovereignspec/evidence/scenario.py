@@ -105,12 +105,12 @@ def mixed() -> Scenario:
         EngineSpec("eu-chat", "eu-retail", 32, 50, node="eu-h100"),
     )
     subj = (
-        EngineSpec("chat-1", "bank-a", 4, 60, subject=True, arrival_s=10, draft=GOOD_EAGLE3, expected_batch=4),
-        EngineSpec("chat-2", "bank-a", 8, 60, subject=True, arrival_s=30, draft=GOOD_EAGLE3, expected_batch=8),
-        EngineSpec("chat-3", "bank-b", 16, 70, subject=True, arrival_s=50, draft=GOOD_EAGLE3, expected_batch=16),
-        EngineSpec("code-1", "bank-b", 6, 50, subject=True, arrival_s=70, draft=GOOD_EAGLE3, expected_batch=8),
-        EngineSpec("chat-4", "bank-a", 24, 80, subject=True, arrival_s=90, draft=GOOD_EAGLE3, expected_batch=32),
-        EngineSpec("weak-1", "bank-b", 8, 80, subject=True, arrival_s=110, draft=WEAK_EAGLE3, expected_batch=8),
+        EngineSpec("chat-1", "bank-a", 4, 60, subject=True, arrival_s=10, draft=GOOD_EAGLE3, expected_batch=4),  # noqa: E501
+        EngineSpec("chat-2", "bank-a", 8, 60, subject=True, arrival_s=30, draft=GOOD_EAGLE3, expected_batch=8),  # noqa: E501
+        EngineSpec("chat-3", "bank-b", 16, 70, subject=True, arrival_s=50, draft=GOOD_EAGLE3, expected_batch=16),  # noqa: E501
+        EngineSpec("code-1", "bank-b", 6, 50, subject=True, arrival_s=70, draft=GOOD_EAGLE3, expected_batch=8),  # noqa: E501
+        EngineSpec("chat-4", "bank-a", 24, 80, subject=True, arrival_s=90, draft=GOOD_EAGLE3, expected_batch=32),  # noqa: E501
+        EngineSpec("weak-1", "bank-b", 8, 80, subject=True, arrival_s=110, draft=WEAK_EAGLE3, expected_batch=8),  # noqa: E501
         EngineSpec("report-1", "bank-a", 48, 200, subject=True, arrival_s=130, draft=GOOD_EAGLE3,
                    workload_class="batch", expected_batch=64),
     )  # fmt: skip

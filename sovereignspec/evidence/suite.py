@@ -28,7 +28,7 @@ Progress = Callable[[str], None]
 
 
 def make_policy(name: str) -> Policy:
-    return {
+    makers: dict[str, Callable[[], Policy]] = {
         "off": pol.off,
         "always-on": pol.always_on,
         "static-schedule": pol.static_schedule,
@@ -36,7 +36,8 @@ def make_policy(name: str) -> Policy:
         "sovereignspec": SovereignSpec,
         "oracle": pol.Oracle,
         "sovereignspec-budget-only": lambda: SovereignSpec(budget_only=True),
-    }[name]()
+    }
+    return makers[name]()
 
 
 @dataclass
@@ -119,9 +120,9 @@ def claims(m: dict[str, Any], mix: ScenarioResult, sat: ScenarioResult) -> dict[
                "what": "saturated suite: subjects' token throughput lost by always-on k=5 vs off (> 0.2)"},
         "C5": {"value": round(c5, 3), "pass": bool(c5 >= 0.15),
                "what": "saturated suite, same placement: decide()'s schedule vs fixed k=5, SLO goodput gain"},
-        "C6": {"value": {"neighboursHarmedWithoutCondition": harm_blind, "violationsCausedWithCondition": harm_ours},
+        "C6": {"value": {"neighboursHarmedWithoutCondition": harm_blind, "violationsCausedWithCondition": harm_ours},  # noqa: E501
                "pass": bool(harm_blind >= 2 and harm_ours == 0),
-               "what": "mixed suite: neighbours pushed over SLO by in-engine goodput (>= 2) vs SovereignSpec (0)"},
+               "what": "mixed suite: neighbours pushed over SLO by in-engine goodput (>= 2) vs SovereignSpec (0)"},  # noqa: E501
     }  # fmt: skip
 
 
