@@ -100,3 +100,15 @@ def test_cli_calibrate_and_measure(capsys: pytest.CaptureFixture[str]) -> None:
     assert len(out["fits"]) == 3 and all(f["mape"] <= 0.10 for f in out["fits"])
     assert main(["calibrate", "--measure"]) == 2
     assert "GPU" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "claim",
+    [
+        pytest.param(c, marks=pytest.mark.xfail(strict=True, reason="not reproduced: see docs/evidence.md"))
+        for c in ("C2", "C4", "C5", "C6")
+    ],
+)
+def test_claims_not_reproduced_yet(standard: tuple[dict[str, Any], dict[str, Any]], claim: str) -> None:
+    """Strict xfail: the day one of these starts passing, the suite says so and docs must be updated."""
+    assert standard[0]["claims"][claim]["pass"]
