@@ -107,3 +107,33 @@ def apply_decision(api: client.ApiClient, *, obj: Mapping[str, Any], field_manag
         _content_type=APPLY,
     )
     return cast(dict[str, Any], result)
+
+
+def apply_decision_conditions(
+    api: client.ApiClient,
+    *,
+    namespace: str,
+    name: str,
+    conditions: list[Mapping[str, Any]],
+    field_manager: str,
+) -> dict[str, Any]:
+    """Apply only `status.conditions` entries of a SpeculationDecision, under a manager of their own
+    (the decision writer's manager owns the rest of the status and must not lose it)."""
+    body = {
+        "apiVersion": f"{SS_GROUP}/{SS_VERSION}",
+        "kind": "SpeculationDecision",
+        "metadata": {"name": name, "namespace": namespace},
+        "status": {"conditions": [dict(c) for c in conditions]},
+    }
+    result = client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
+        SS_GROUP,
+        SS_VERSION,
+        namespace,
+        "speculationdecisions",
+        name,
+        body,
+        field_manager=field_manager,
+        force=True,
+        _content_type=APPLY,
+    )
+    return cast(dict[str, Any], result)

@@ -22,8 +22,14 @@ import kopf
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from sovereignspec.api.speculation_decision import SpeculationDecision
 from sovereignspec.api.speculation_policy import SpeculationPolicy
-from sovereignspec.kube.ssa import apply_admission_check_condition, apply_decision, apply_workload_check
+from sovereignspec.kube.ssa import (
+    apply_admission_check_condition,
+    apply_decision,
+    apply_decision_conditions,
+    apply_workload_check,
+)
 from sovereignspec.model.cluster import (
     AdmissionCheckInfo,
     ClusterSnapshot,
@@ -37,8 +43,15 @@ from sovereignspec.model.cluster import (
 from sovereignspec.model.telemetry import PodRef, TelemetrySnapshot
 from sovereignspec.model.workload import WorkloadInfo
 from sovereignspec.operator.admission_checks import active_condition
+from sovereignspec.operator.drift import DRIFT, drift_condition, evaluate_drift
 from sovereignspec.operator.health import HealthState
-from sovereignspec.operator.metrics import DECISION_DURATION, DECISION_ERRORS, DECISIONS
+from sovereignspec.operator.metrics import (
+    DECISION_DURATION,
+    DECISION_ERRORS,
+    DECISIONS,
+    DRIFT_CHECKS,
+    DRIFT_GAUGE,
+)
 from sovereignspec.operator.settings import OperatorSettings
 from sovereignspec.policy.admission_check import entry_wire, set_admission_check_state
 from sovereignspec.policy.decide import decide
@@ -68,6 +81,7 @@ class Views:
     sovereignty_policies: list[Any] = field(default_factory=list)
     decisions: list[Mapping[str, Any]] = field(default_factory=list)
     holding: list[WorkloadRef] = field(default_factory=list)
+    holding_bodies: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
 
 
 def _utcnow() -> datetime:
@@ -91,6 +105,7 @@ class Controller:
         self._tasks: list[asyncio.Task[None]] = []
         self.indexes: Mapping[str, Any] | None = None  # kopf's live index views, bound by the handlers
         self.resync: Callable[[], Awaitable[None]] | None = None
+        self.views_fn: Callable[[], Views] | None = None  # bound by the handlers with the indexes
 
     # ---- lifecycle -----------------------------------------------------------------------------
 
@@ -98,6 +113,17 @@ class Controller:
         if self._reader is not None:
             self._tasks.append(asyncio.create_task(self._telemetry_loop(), name="telemetry-refresh"))
         self._tasks.append(asyncio.create_task(self._resync_loop(), name="resync"))
+        self._tasks.append(asyncio.create_task(self._drift_loop(), name="drift"))
+
+    async def _drift_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.drift_interval_seconds)
+            if self.views_fn is None:
+                continue
+            try:
+                await self.drift_sweep(self.views_fn())
+            except Exception:
+                log.exception("drift sweep failed")
 
     async def _resync_loop(self) -> None:
         while True:
@@ -156,6 +182,86 @@ class Controller:
         except ApiException as exc:
             DECISION_ERRORS.labels(stage="admissioncheck").inc()
             log.warning("cannot update AdmissionCheck %s: %s", body["metadata"]["name"], exc.reason)
+
+    # ---- Drift ---------------------------------------------------------------------------------
+
+    async def drift_sweep(self, views: Views) -> None:
+        """Re-evaluate every admitted decision against current telemetry (see drift.py)."""
+        now = _utcnow()
+        snap = self.snapshot(views)
+        drifted = 0
+        log.debug(
+            "drift sweep over %d decisions, %d holding workloads", len(views.decisions), len(views.holding)
+        )
+        for raw in views.decisions:
+            try:
+                dec = SpeculationDecision.model_validate(raw)
+            except ValueError as exc:
+                log.warning(
+                    "unreadable SpeculationDecision %s: %s", (raw.get("metadata") or {}).get("name"), exc
+                )
+                continue
+            ns, name = dec.metadata.namespace or "default", dec.metadata.name
+            body = views.holding_bodies.get((ns, name))
+            if body is None or dec.spec.admission_check is None or dec.status is None:
+                log.debug("drift: %s/%s has no holding workload or no record", ns, name)
+                continue
+            try:
+                wl = parse_workload_safe(body)
+            except ParseError:
+                continue
+            entry = wl.check(dec.spec.admission_check)
+            if entry is None or entry.state != "Ready" or wl.uid != dec.spec.workload_uid:
+                log.debug("drift: %s/%s is not admitted by this decision", ns, name)
+                continue
+            try:
+                result = evaluate_drift(wl, dec.spec.admission_check, dec, snap, now)
+            except (RequestError, ParseError, ValueError) as exc:
+                log.info("drift of %s/%s not evaluated: %s", ns, name, exc)
+                continue
+            if result is None:
+                continue
+            log.debug("drift of %s/%s: %s", ns, name, result.message)
+            drifted += result.drifted
+            previous = next(
+                (c.wire() for c in dec.status.conditions if c.type == DRIFT),
+                None,
+            )
+            cond = drift_condition(previous, result, dec.metadata.generation, now)
+            outcome = "drifted" if result.drifted else "stable"
+            try:
+                if cond is not None:
+                    await asyncio.to_thread(
+                        apply_decision_conditions,
+                        self.api,
+                        namespace=ns,
+                        name=name,
+                        conditions=[cond],
+                        field_manager=f"{self.settings.field_manager}-drift",
+                    )
+                if result.drifted and result.reconfigure:
+                    retry = {
+                        "name": dec.spec.admission_check,
+                        "state": "Retry",
+                        "message": f"SovereignSpec: speculation drifted, re-admitting: {result.message}"[
+                            :32768
+                        ],
+                        "lastTransitionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    }
+                    await self._apply_entry(wl, retry)
+                    outcome = "reconfigured"
+                    kopf.event(
+                        cast(kopf.Body, body),
+                        type="Normal",
+                        reason="SpeculationDrifted",
+                        message=retry["message"][:1024],
+                    )
+            except ApiException as exc:
+                DECISION_ERRORS.labels(stage="drift").inc()
+                log.warning("drift write for %s/%s failed: %s", ns, name, exc.reason)
+                continue
+            DRIFT_CHECKS.labels(outcome=outcome).inc()
+        DRIFT_GAUGE.set(drifted)
 
     # ---- Workloads -----------------------------------------------------------------------------
 

@@ -127,9 +127,7 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
             out[("holding", namespace, name)] = WorkloadRef(
                 namespace=namespace or "default", name=name, uid=uid
             )
-            checks = (body.get("status") or {}).get("admissionChecks") or []
-            if any(isinstance(c, Mapping) and c.get("state") == "Pending" for c in checks):
-                out[("pending", namespace, name)] = dict(body)
+            out[("body", namespace, name)] = dict(body)
         return out
 
     def views(idx: Mapping[str, Any]) -> Views:
@@ -149,10 +147,25 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
             sovereignty_policies=_values(idx["ss_sov_policies"]),
             decisions=_values(idx["ss_decisions"]),
             holding=[w for k, s in idx["ss_workloads"].items() if k[0] == "holding" for w in s],
+            holding_bodies={
+                (k[1] or "default", k[2]): b
+                for k, s in idx["ss_workloads"].items()
+                if k[0] == "body"
+                for b in s
+            },
         )
 
     def pending_bodies(idx: Mapping[str, Any]) -> list[dict[str, Any]]:
-        return [b for k, s in idx["ss_workloads"].items() if k[0] == "pending" for b in s]
+        """Holding workloads with some check still Pending (ours is filtered by the controller)."""
+        out = []
+        for k, store in idx["ss_workloads"].items():
+            if k[0] != "body":
+                continue
+            for b in store:
+                checks = (b.get("status") or {}).get("admissionChecks") or []
+                if any(isinstance(c, Mapping) and c.get("state") == "Pending" for c in checks):
+                    out.append(b)
+        return out
 
     # ---- AdmissionChecks: keep Active, react to policy changes -------------------------------------
 
@@ -198,6 +211,7 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
                 log.info("resync: %s", exc)
 
     ctrl.resync = resync
+    ctrl.views_fn = lambda: views(ctrl.indexes) if ctrl.indexes is not None else Views()
 
     @kopf.on.startup(registry=registry)
     async def start_background(**_: Any) -> None:

@@ -8,6 +8,7 @@ import sys
 from datetime import UTC, datetime
 
 _STD = set(vars(logging.LogRecord("x", 0, "", 0, "", None, None))) | {"message", "asctime"}
+_NOISE = {"settings", "k8s_skip"}  # kopf attaches its whole settings object to every record
 
 
 class JsonFormatter(logging.Formatter):
@@ -19,7 +20,7 @@ class JsonFormatter(logging.Formatter):
             "msg": record.getMessage(),
         }
         for key, value in vars(record).items():
-            if key not in _STD and not key.startswith("_"):
+            if key not in _STD and key not in _NOISE and not key.startswith("_"):
                 out[key] = value if isinstance(value, str | int | float | bool | None) else str(value)
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
@@ -38,3 +39,5 @@ def configure_logging(fmt: str, level: str) -> None:
     logging.getLogger("kubernetes").setLevel(logging.WARNING)
     logging.getLogger("urllib3").setLevel(logging.WARNING)
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    if level != "DEBUG":  # kopf logs every handler run at INFO: one line per watch event
+        logging.getLogger("kopf").setLevel(logging.WARNING)

@@ -25,7 +25,7 @@ DECISION_ERRORS = Counter(
     ["stage"],
     registry=REGISTRY,
 )
-DRIFT = Gauge(
+DRIFT_GAUGE = Gauge(
     "sovereignspec_drift_decisions",
     "Admitted decisions whose current best mode or budget differs from the admitted one.",
     registry=REGISTRY,

@@ -115,6 +115,7 @@ class OperatorProcess(Child):
             **cluster.subprocess_env(),
             "SOVEREIGNSPEC_TELEMETRY_REFRESH_SECONDS": "1",
             "SOVEREIGNSPEC_RESYNC_SECONDS": "2",
+            "SOVEREIGNSPEC_DRIFT_INTERVAL_SECONDS": "2",
             "SOVEREIGNSPEC_LEASE_DURATION_SECONDS": "6",
             "SOVEREIGNSPEC_LEASE_RENEW_DEADLINE_SECONDS": "4",
             "SOVEREIGNSPEC_LEASE_RETRY_PERIOD_SECONDS": "1",

@@ -1,0 +1,139 @@
+"""Drift: would we still decide the same speculation for an admitted workload, on its node, today?
+
+"The same" is judged where it matters and is robust to telemetry noise: speculation on/off, and the
+draft budget k at the workload's expected batch. A change deeper in the schedule (a batch range the
+engine rarely reaches) is not drift.
+
+The admitted decision is re-evaluated with the same `decide()` on a snapshot restricted to the node
+it runs on, without the workload's own reservation and pods (it is not its own neighbour). The
+workload's own engine is still inside the node's measured tensor load, so drift leans towards "less
+slack than at admission": a conservative bias, acceptable for a signal that at most requeues.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import json
+
+from sovereignspec.api.meta import ANNOTATION_DECISION
+from sovereignspec.api.speculation_decision import SpeculationDecision
+from sovereignspec.model.cluster import ClusterSnapshot
+from sovereignspec.model.workload import WorkloadInfo
+from sovereignspec.policy.claims import read_claims
+from sovereignspec.policy.decide import decide
+from sovereignspec.policy.request import request_for
+from sovereignspec.policy.sovereignty import TenantRules
+
+DRIFT = "Drift"
+
+
+@dataclass(frozen=True)
+class DriftResult:
+    drifted: bool
+    admitted_config: str
+    current_config: str
+    message: str
+    reconfigure: bool
+
+
+def evaluate_drift(
+    wl: WorkloadInfo, check: str, decision: SpeculationDecision, snap: ClusterSnapshot, now: datetime
+) -> DriftResult | None:
+    """None when there is nothing to compare (no node or status on record)."""
+    st = decision.status
+    if st is None or st.node is None or st.state != "Ready":
+        return None
+    node = st.node
+    own = (wl.namespace, wl.name)
+    restricted = ClusterSnapshot(
+        nodes=[n for n in snap.nodes if n.name == node],
+        pods=[
+            p
+            for p in snap.pods
+            if not (p.namespace == own[0] and p.annotations.get(ANNOTATION_DECISION) == own[1])
+        ],
+        namespaces=snap.namespaces,
+        flavors=snap.flavors,
+        admission_checks=snap.admission_checks,
+        speculation_policies=snap.speculation_policies,
+        sovereignty_policies=snap.sovereignty_policies,
+        reservations=[r for r in snap.reservations if (r.namespace, r.name) != own],
+        workloads=snap.workloads,
+        telemetry=snap.telemetry,
+    )
+    as_pending = wl.model_copy(
+        update={
+            "checks": [c.model_copy(update={"state": "Pending"}) if c.name == check else c for c in wl.checks]
+        }
+    )
+    req, policies = request_for(as_pending, restricted)
+    fresh = decide(req, restricted, policies, now)
+    admitted = st.speculative.config
+    if fresh.state != "Ready":
+        current, why = "", f"node {node} would no longer be chosen now ({fresh.reason}: {fresh.message})"
+    else:
+        current = fresh.speculative.config
+        # Configs only, no live figures: the condition is rewritten only when the verdict changes.
+        why = f"admitted with {_describe(admitted)}; today's decision on {node}: {_describe(current)}"
+    batch = read_claims(
+        wl.pod_sets[0].annotations if wl.pod_sets else {},
+        policies.speculation,
+        TenantRules(tenant=wl.namespace),
+    ).expected_batch
+    before, after = k_at(admitted, batch), k_at(current, batch)
+    if before != after:
+        why = f"k at expected batch {batch}: {before} -> {after}; {why}"
+    return DriftResult(
+        drifted=before != after,
+        admitted_config=admitted,
+        current_config=current,
+        message=why,
+        reconfigure=policies.speculation.reconfigure_on_drift,
+    )
+
+
+def k_at(config: str, batch: int) -> int:
+    """The draft budget a `--speculative-config` gives at `batch` (0 when off)."""
+    if not config:
+        return 0
+    cfg = json.loads(config)
+    for start, end, k in cfg.get("num_speculative_tokens_per_batch_size") or []:
+        if start <= batch <= end:
+            return int(k)
+    return int(cfg.get("num_speculative_tokens", 0))
+
+
+def _describe(config: str) -> str:
+    return f"speculative-config {config}" if config else "speculation off"
+
+
+def drift_condition(
+    previous: Mapping[str, Any] | None, result: DriftResult, generation: int | None, now: datetime
+) -> dict[str, Any] | None:
+    """The Drift condition to apply, or None when the one on record already says the same."""
+    status = "True" if result.drifted else "False"
+    reason = "SpeculationDrifted" if result.drifted else "NoDrift"
+    if (
+        previous is not None
+        and previous.get("status") == status
+        and previous.get("reason") == reason
+        and previous.get("message") == result.message
+    ):
+        return None
+    keep = previous is not None and previous.get("status") == status and previous.get("lastTransitionTime")
+    cond: dict[str, Any] = {
+        "type": DRIFT,
+        "status": status,
+        "reason": reason,
+        "message": result.message[:32768],
+        "lastTransitionTime": previous["lastTransitionTime"]  # type: ignore[index]
+        if keep
+        else now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    if generation is not None:
+        cond["observedGeneration"] = generation
+    return cond

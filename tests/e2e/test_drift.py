@@ -1,0 +1,69 @@
+"""Drift: an admitted decision whose GPU saturates afterwards gets a Drift condition, a metric, and
+(only with reconfigureOnDrift) a Retry that makes Kueue re-admit it with a new config."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from kubernetes import client
+
+from tests.e2e.conftest import Stack
+from tests.e2e.pool import NodeDef, Pool, decided, decisions, job, our_entry, serving_annotations, workloads
+from tests.harness.wait import wait_until
+
+pytestmark = pytest.mark.e2e
+
+
+def _drift(pool: Pool, ns: str, text: str = "") -> dict[str, object] | None:
+    for d in decisions(pool, ns):
+        for c in (d.get("status") or {}).get("conditions", []):
+            if c["type"] == "Drift" and c["status"] == "True" and text in c["message"]:
+                return c  # type: ignore[no-any-return]
+    return None
+
+
+@pytest.mark.parametrize("reconfigure", [False, True], ids=["report-only", "reconfigure"])
+def test_saturation_after_admission_is_drift(stack: Stack, pool: Pool, reconfigure: bool) -> None:
+    (node,) = pool.add_nodes(NodeDef("n", base_load=0.0))
+    pool.setup_queue(policy_spec={"reconfigureOnDrift": reconfigure})
+    stack.prometheus.wait_for(
+        f'avg_over_time(DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{{Hostname="{node}"}}[30s]) >= 0', timeout=60
+    )
+    time.sleep(2)  # one operator telemetry refresh
+    ns = pool.tenant("drift")
+    pool.apply(job("chat", ns, serving_annotations(batch=4)))
+    (wl,) = decided(pool, ns)
+    first = our_entry(wl, pool.name)["podSetUpdates"][0]  # type: ignore[index]
+    assert first["labels"]["sovereignspec.io/speculative"] == "on"
+
+    # Other tenants saturate the GPU after admission.
+    client.CoreV1Api(pool.api).patch_node(
+        node, {"metadata": {"annotations": {"sovereignspec.io/sim-base-load": "0.9999"}}}
+    )
+    if not reconfigure:
+        # The verdict follows the load as it climbs, down to plain decoding.
+        cond = wait_until(
+            lambda: _drift(pool, ns, "speculation off"), timeout=150, what="Drift=True, now off"
+        )
+        assert "k at expected batch 4" in str(cond["message"]), cond
+        assert "sovereignspec_drift_decisions 1.0" in stack.operator.metrics()
+        (w,) = workloads(pool, ns)
+        entry = our_entry(w, pool.name)
+        assert entry is not None and entry["state"] == "Ready"
+        assert entry["podSetUpdates"][0] == first  # untouched while Ready
+        return
+
+    def replanned() -> bool:
+        (w,) = workloads(pool, ns)
+        e = our_entry(w, pool.name) or {}
+        ups = e.get("podSetUpdates") or []
+        return (
+            e.get("state") == "Ready"
+            and bool(ups)
+            and ups[0]["labels"]["sovereignspec.io/speculative"] == "off"
+        )
+
+    wait_until(replanned, timeout=180, what="re-admission with speculation off")
+    (d,) = decisions(pool, ns)
+    assert d["status"]["mode"] == "off"
