@@ -5,6 +5,7 @@
 #   cluster.sh up       build (once) and start whatever is not running, wait until all is ready
 #   cluster.sh down     stop exactly the processes this script started (by pidfile)
 #   cluster.sh status   state and RSS of each component
+#   cluster.sh restart kube-apiserver   stop and start just the API server (fault tests)
 #
 # State lives in $SOVEREIGNSPEC_CACHE (default ~/.cache/sovereignspec); $CACHE/run/env is the
 # contract with tests/harness (KUBECONFIG, PROMETHEUS_URL, ports, ...).
@@ -534,6 +535,18 @@ cmd_status() {
   return $all
 }
 
+# restart NAME: stop one component by its pidfile and start it again (fault tests). Only components
+# that others recover from on their own are offered.
+cmd_restart() {
+  case "${1:-}" in
+  kube-apiserver)
+    stop kube-apiserver
+    up_apiserver
+    ;;
+  *) die "restart: supported components: kube-apiserver (got '${1:-}')" ;;
+  esac
+}
+
 # up and down of one cache are serialised (several test sessions may share a cache).
 lock() {
   exec 9>"$RUN_DIR/lock"
@@ -544,8 +557,9 @@ case "${1:-}" in
 up) lock && cmd_up ;;
 down) lock && cmd_down ;;
 status) cmd_status ;;
+restart) lock && cmd_restart "${2:-}" ;;
 *)
-  echo "usage: $0 up|down|status" >&2
+  echo "usage: $0 up|down|status|restart kube-apiserver" >&2
   exit 2
   ;;
 esac
