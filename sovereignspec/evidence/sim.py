@@ -89,6 +89,7 @@ class Simulation:
         self.ctx = np.array([eng.ctx for eng in sc.engines])
         self.prefill_ratio = np.array([eng.prefill_ratio for eng in sc.engines])
         self.gpu_of = np.full(n_e, -1, dtype=np.int64)
+        self.down_until = np.zeros(n_e, dtype=np.int64)  # restart after a reconfiguration: no tokens
         self.schedule: list[list[list[int]] | None] = [None] * n_e
         self.decisions: dict[int, object] = {}
         gt = [GPU_TYPES[g.kind] for g in self.gpus]
@@ -188,7 +189,7 @@ class Simulation:
     def step(self, policy: Policy, t: int) -> None:
         self.tick = t
         self.place_arrivals(policy, t)
-        placed = self.gpu_of >= 0
+        placed = (self.gpu_of >= 0) & (t >= self.down_until)
         batch = np.where(placed, self.batch_path[t], 0.0)
         k = np.where(placed & self.subject, policy.choose_k(self, t, batch), 0).astype(np.int64)
         a0 = self.a0_path[t]

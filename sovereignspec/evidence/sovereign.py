@@ -4,14 +4,25 @@ telemetry only, handed to the real `sovereignspec.policy.decide.decide()`.
 Telemetry the policy sees (what Prometheus would answer): DCGM tensor-active averaged over 30 s and
 15 s old, with noise; vLLM TPOT averaged over 60 s, 15 s old, with noise; `num_requests_running`
 15 s old; spec-decode counters summed over 120 s per engine (per-position up to the k the engine ran).
-The decision is made once, at admission, like the operator (reconfigureOnDrift off).
+By default the decision is made once, at admission, like the operator with reconfigureOnDrift off.
+With a policy that sets `reconfigureOnDrift: true` the simulator does what the operator's drift checker
+does (sovereignspec/operator/drift.py): every DRIFT_PERIOD_S it re-runs decide() for each admitted
+subject on a snapshot restricted to its node, without the subject's own pod (its engine still counts
+in the node's measured tensor load, as in the operator), and when speculation on/off or k at the
+expected batch changes, the engine is restarted with the new schedule: RESTART_S without tokens
+(the operator answers drift with Retry: evict, re-admit, a new pod that reloads the model).
+
+`calibrated_policy()` is the policy a user would write with the shipped calibrated profiles
+(sovereignspec/evidence/profiles/published.yaml) under `acceleratorProfiles`.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import numpy as np
+import yaml
 
 from sovereignspec.api.meta import (
     ANNOTATION_CLASS,
@@ -29,7 +40,7 @@ from sovereignspec.api.meta import (
 from sovereignspec.api.sovereignty_policy import SovereigntyPolicy, SovereigntyPolicySpec
 from sovereignspec.api.speculation_policy import SpeculationPolicy, SpeculationPolicySpec
 from sovereignspec.evidence.policies import Scheduled, gpu_on_node, spread_place
-from sovereignspec.evidence.sim import FloatArray, IntArray, Simulation
+from sovereignspec.evidence.sim import FloatArray, IntArray, Simulation, schedule_k
 from sovereignspec.evidence.truth import GPU_TYPES, TARGET
 from sovereignspec.model.cluster import (
     AdmissionCheckInfo,
@@ -53,6 +64,18 @@ ACCEPT_WINDOW_S = 120.0
 GPU_NOISE = 0.03
 TPOT_NOISE = 0.03
 CHECK = "sovereignspec"
+DRIFT_PERIOD_S = 30.0
+RESTART_S = 30.0
+"""Evict, re-admit and reload an 8B engine (weights from the node's cache, CUDA graphs): ~30 s."""
+PUBLISHED_PROFILES = Path(__file__).parent / "profiles" / "published.yaml"
+
+
+def calibrated_policy(reconfigure_on_drift: bool = False) -> SpeculationPolicySpec:
+    """The default policy plus the shipped calibrated AcceleratorProfiles, as a user would configure."""
+    doc = yaml.safe_load(PUBLISHED_PROFILES.read_text())
+    spec = dict(doc["spec"])
+    spec["reconfigureOnDrift"] = reconfigure_on_drift
+    return SpeculationPolicySpec.model_validate(spec)
 
 
 def observe(sim: Simulation, tick: int) -> TelemetrySnapshot:
@@ -104,19 +127,24 @@ def observe(sim: Simulation, tick: int) -> TelemetrySnapshot:
     )
 
 
-def snapshot(sim: Simulation, tick: int, policy: SpeculationPolicySpec) -> ClusterSnapshot:
+def snapshot(
+    sim: Simulation, tick: int, policy: SpeculationPolicySpec, drift_of: int | None = None
+) -> ClusterSnapshot:
+    """The cluster as the operator sees it; `drift_of`: the drift checker's view for engine e (its
+    node only, without its own pod)."""
     sc = sim.sc
+    only = sim.gpus[int(sim.gpu_of[drift_of])].node if drift_of is not None else None
     nodes = [
         NodeInfo(name=n.name, labels={LABEL_HOSTNAME: n.name, DEFAULT_JURISDICTION_LABEL: n.jurisdiction,
                                       LABEL_GPU_PRODUCT: GPU_TYPES[n.gpu].product},
                  gpu_allocatable=n.gpus * GPU_TYPES[n.gpu].replicas)
-        for n in sc.nodes
+        for n in sc.nodes if only is None or n.name == only
     ]  # fmt: skip
     pods = [
         PodInfo(namespace=eng.tenant, name=eng.name, node=sim.gpus[int(sim.gpu_of[e])].node, phase="Running",
                 gpu_request=1, annotations={ANNOTATION_TPOT_SLO_MS: f"{eng.slo_ms:g}",
                                             ANNOTATION_TARGET_MODEL: TARGET.name})
-        for e, eng in enumerate(sc.engines) if sim.gpu_of[e] >= 0
+        for e, eng in enumerate(sc.engines) if sim.gpu_of[e] >= 0 and e != drift_of
     ]  # fmt: skip
     tenants = sorted({eng.tenant for eng in sc.engines})
     sov = [
@@ -158,12 +186,43 @@ class SovereignSpec(Scheduled):
     """decide() at admission; the engine then runs the decided schedule. With `budget_only`, the node
     is pinned (template nodeSelector) to where the baselines would put it: the draft budget alone."""
 
-    def __init__(self, policy: SpeculationPolicySpec | None = None, budget_only: bool = False) -> None:
-        super().__init__("sovereignspec-budget-only" if budget_only else "sovereignspec", None)
+    def __init__(
+        self, policy: SpeculationPolicySpec | None = None, budget_only: bool = False, name: str | None = None
+    ) -> None:
+        super().__init__(name or ("sovereignspec-budget-only" if budget_only else "sovereignspec"), None)
         self.policy = policy or SpeculationPolicySpec()
         self.policies = Policies(speculation=self.policy, speculation_name="default")
         self.budget_only = budget_only
         self.decisions: dict[str, Decision] = {}
+        self.admitted_at: dict[int, int] = {}
+        self.reconfigurations = 0
+
+    def choose_k(self, sim: Simulation, tick: int, batch: FloatArray) -> IntArray:
+        if self.policy.reconfigure_on_drift:
+            period = max(1, round(DRIFT_PERIOD_S / sim.sc.dt_s))
+            for e, at in self.admitted_at.items():
+                if tick > at and (tick - at) % period == 0 and tick >= sim.down_until[e]:
+                    self._check_drift(sim, e, tick)
+        return super().choose_k(sim, tick, batch)
+
+    def _decide(self, sim: Simulation, e: int, pin: str | None, drift: bool) -> Decision:
+        snap = snapshot(sim, sim.tick, self.policy, drift_of=e if drift else None)
+        policies = Policies(speculation=self.policy, speculation_name="default",
+                            sovereignty=tuple(snap.sovereignty_policies))  # fmt: skip
+        return decide(AdmissionRequest(workload=workload(sim, e, pin), check=CHECK), snap, policies,
+                      EPOCH + timedelta(seconds=sim.tick * sim.sc.dt_s))  # fmt: skip
+
+    def _check_drift(self, sim: Simulation, e: int, tick: int) -> None:
+        """The operator's drift rule: on/off or k at the expected batch changed ⇒ restart with the new one."""
+        node = sim.gpus[int(sim.gpu_of[e])].node
+        d = self._decide(sim, e, node, drift=True)
+        new = d.speculative.schedule if d.state == "Ready" and d.speculative.enabled else None
+        eng = sim.sc.engines[e]
+        batch = eng.expected_batch or self.policy.default_expected_batch
+        if schedule_k(new, batch) != schedule_k(sim.schedule[e], batch):
+            sim.schedule[e] = new
+            sim.down_until[e] = tick + round(RESTART_S / sim.sc.dt_s)
+            self.reconfigurations += 1
 
     def admit(self, sim: Simulation, e: int) -> int | None:
         pin = None
@@ -172,16 +231,12 @@ class SovereignSpec(Scheduled):
             if g is None:
                 return None
             pin = sim.gpus[g].node
-        snap = snapshot(sim, sim.tick, self.policies.speculation)
-        snap.sovereignty_policies  # noqa: B018 - built eagerly, shared with Policies below
-        policies = Policies(speculation=self.policy, speculation_name="default",
-                            sovereignty=tuple(snap.sovereignty_policies))  # fmt: skip
-        d = decide(AdmissionRequest(workload=workload(sim, e, pin), check=CHECK), snap, policies,
-                   EPOCH + timedelta(seconds=sim.tick * sim.sc.dt_s))  # fmt: skip
+        d = self._decide(sim, e, pin, drift=False)
         self.decisions[sim.sc.engines[e].name] = d
         if d.state != "Ready" or d.node is None:
             return None
         sim.schedule[e] = d.speculative.schedule if d.speculative.enabled else None
+        self.admitted_at[e] = sim.tick
         return gpu_on_node(sim, e, d.node)
 
 
