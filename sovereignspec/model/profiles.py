@@ -5,8 +5,13 @@ BF16 (Llama-3.1-8B class: fits every card listed, the RTX 4090 included). Polici
 calibrated `stepTime` tables per (product, targetModel). mfu 0.5 / mbu 0.75 are typical achieved
 fractions for vLLM decode and prefill; they are deliberately not peak.
 
-Draft cost c_d: an EAGLE/EAGLE-3 head is one decoder layer against the target's 32 (≈ 1/32, plus the
-LM head) → 0.04; DeepSeek-style MTP module ≈ 0.05; a separate ~1B draft model for an 8B target ≈ 1/8 →
+Draft cost c_d: an EAGLE/EAGLE-3 head is one decoder layer against the target's 32, but its launches,
+LM head and sampling per draft position cost far more than 1/32 in practice: fitting the decision
+core's S_real to the published EAGLE-3 speed-up curves (`sovereignspec calibrate`, shipped in
+sovereignspec/evidence/profiles/published.yaml; see docs/evidence.md) gives c_d = 0.21 (SGLang, H100),
+0.15 (vLLM, RTX 3090) and 0.11 (vLLM EAGLE 3.1) at alpha = 0.75, the posterior quantile this policy
+decides on; 0.08-0.35 over alpha = 0.7-0.9, never the 0.04 of the layer count → 0.15, the median.
+DeepSeek-style MTP module ≈ 0.05 (not calibrated); a separate ~1B draft model for an 8B target ≈ 1/8 →
 0.12; n-gram lookup runs on the CPU → 0. Draft memory: a BF16 EAGLE head for an 8B target is under
 1 GiB plus its KV cache; a 1B draft model ~2.5 GiB of weights plus KV (the 70B case needs 2-4 GB for an
 EAGLE head, so calibrate per target).
@@ -21,8 +26,8 @@ from sovereignspec.api.speculation_policy import AcceleratorProfile, Roofline
 REFERENCE_PARAMS_B = 8.0
 
 DEFAULT_DRAFT_COST = {
-    "eagle": 0.04,
-    "eagle3": 0.04,
+    "eagle": 0.15,
+    "eagle3": 0.15,
     "mtp": 0.05,
     "medusa": 0.03,
     "mlp_speculator": 0.03,
