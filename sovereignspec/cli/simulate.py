@@ -42,11 +42,14 @@ def run(args: argparse.Namespace) -> int:
     if args.output == "json":
         print(json.dumps(result, indent=2))
         return 0
-    print(f"{'POLICY':<20}{'GOODPUT':>10}{'TPOT50ms':>10}{'TPOT99ms':>10}{'VIOL':>6}{'GPUs/1k':>9}")
-    for name, row in result["policies"].items():
-        print(f"{name:<20}{row['goodput']:>10.0f}{row['tpotP50']:>10.2f}{row['tpotP99']:>10.2f}"
-              f"{row['sloViolationsCaused']:>6}{row['gpuSecondsPer1kTokens']:>9.4f}")  # fmt: skip
+    for scen, body in result["scenarios"].items():
+        print(f"{scen}: {body['description']}")
+        print(f"  {'POLICY':<32}{'GOODPUT':>10}{'TPOT50ms':>10}{'TPOT99ms':>10}{'VIOL':>6}{'GPUs/1k':>9}")
+        for name, row in {**body["policies"], **body["variants"]}.items():
+            print(f"  {name:<32}{row['goodput']:>10.0f}{row['tpotP50']:>10.2f}{row['tpotP99']:>10.2f}"
+                  f"{row['sloViolationsCaused']:>6}{row['gpuSecondsPer1kTokens']:>9.4f}")  # fmt: skip
     for key, c in result["claims"].items():
         print(f"{key} {'PASS' if c['pass'] else 'FAIL'} {json.dumps(c['value'])}  ({c['what']})")
     print("goals", json.dumps(result["goals"]))
+    print("goals with calibrated profiles", json.dumps(result["goalsCalibrated"]))
     return 0

@@ -36,18 +36,64 @@ def test_shape(standard: tuple[dict[str, Any], dict[str, Any]]) -> None:
 def test_claims_that_hold(standard: tuple[dict[str, Any], dict[str, Any]]) -> None:
     c = standard[0]["claims"]
     assert c["C1"]["pass"] and c["C1"]["value"] > 2.0
+    assert c["C2"]["pass"] and c["C2"]["value"]["pDecreasing"] < 0.05 and c["C2"]["value"]["fall"] >= 0.15
     assert c["C3"]["pass"]
+    assert c["C5"]["pass"] and c["C5"]["value"]["stress"] >= 0.15
+    assert c["C6"]["pass"] and c["C6"]["value"]["neighboursHarmedWithoutCondition"] >= 2
+    assert c["C6"]["value"]["violationsCausedWithCondition"] == 0
+
+
+def test_mann_kendall() -> None:
+    from sovereignspec.evidence.suite import mann_kendall
+
+    assert mann_kendall([5.0, 4.0, 3.0, 2.0, 1.0, 0.5, 0.1])[1] < 0.01
+    assert mann_kendall([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0])[1] > 0.99
+    assert 0.2 < mann_kendall([1.0, 3.0, 2.0, 3.0, 1.0, 2.0, 2.5])[1] < 0.8
+
+
+def test_slack_aware_budget_never_worse_than_fixed_k(standard: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    sweep = standard[0]["claims"]["C5"]["value"]["sweep"]
+    assert [p["slack"] for p in sweep] == sorted((p["slack"] for p in sweep), reverse=True)
+    assert all(p["slackAware"] >= p["fixedK5"] for p in sweep)
+    assert sweep[-1]["fixedK5"] < 1.0  # a fixed k loses once the load has eaten the slack
+
+
+def test_stress_pool_is_saturated_and_always_on_harms_neighbours(
+    standard: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    _, raw = standard
+    st = raw["stress"]
+    off = st.runs["off"]
+    kr = [j for j, g in enumerate(off.gpus) if g.jurisdiction == "KR" and g.kind != "rtx4090"]
+    assert off.tensor[100:, kr].mean() > 0.9
+    assert st.table["always-on"]["_neighboursHarmed"] >= 3
+    assert st.table["sovereignspec"]["sloViolationsCaused"] == 0
+
+
+def test_calibrated_policy_loads_shipped_profiles() -> None:
+    from sovereignspec.evidence.sovereign import calibrated_policy
+
+    p = calibrated_policy(reconfigure_on_drift=True)
+    assert p.reconfigure_on_drift and {a.product for a in p.accelerator_profiles} >= {"NVIDIA-H100-80GB-HBM3"}
 
 
 def test_sovereignspec_causes_no_violations_and_beats_always_on(
     standard: tuple[dict[str, Any], dict[str, Any]],
 ) -> None:
     result = standard[0]
-    assert result["goals"]["violationsCaused"] == 0
-    assert result["goals"]["gainOverAlwaysOnSaturated"] > 0
-    sat = result["scenarios"]["saturated"]["policies"]
-    assert sat["sovereignspec"]["goodput"] > sat["off"]["goodput"]
-    assert result["goals"]["oracleShareSaturated"] > 0.9
+    for goals in (result["goals"], result["goalsCalibrated"]):
+        assert goals["violationsCaused"] == 0
+        assert goals["gainOverAlwaysOnSaturated"] > 0
+        assert goals["gainOverAlwaysOnStress"] >= 0.2
+        assert goals["oracleShareSaturated"] > 0.95 and goals["oracleShareStress"] > 0.95
+    for scen in ("saturated", "stress"):
+        t = result["scenarios"][scen]["policies"]
+        assert t["sovereignspec"]["goodput"] > t["off"]["goodput"]
+
+
+@pytest.mark.xfail(strict=True, reason="mixed pool: 0.933 (default) / 0.968 (calibrated) of the oracle")
+def test_goal_oracle_share_mixed(standard: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    assert standard[0]["goals"]["pass"]
 
 
 def test_deterministic() -> None:
@@ -105,8 +151,14 @@ def test_cli_calibrate_and_measure(capsys: pytest.CaptureFixture[str]) -> None:
 @pytest.mark.parametrize(
     "claim",
     [
-        pytest.param(c, marks=pytest.mark.xfail(strict=True, reason="not reproduced: see docs/evidence.md"))
-        for c in ("C2", "C4", "C5", "C6")
+        pytest.param(
+            "C4",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="ground truth shares compute in proportion to demand: always-on's own loss at "
+                "saturation is ~8 %, the tax lands on neighbours (see docs/evidence.md)",
+            ),
+        )
     ],
 )
 def test_claims_not_reproduced_yet(standard: tuple[dict[str, Any], dict[str, Any]], claim: str) -> None:
