@@ -360,7 +360,7 @@ class Controller:
             # Views are taken under the lock: every earlier decision is in the indexes or in _inflight.
             snap = self.snapshot(views_fn(), exclude=(wl.namespace, wl.name))
             try:
-                req, policies = request_for(wl, snap)
+                req, policies = request_for(wl, snap, self.settings.controller_name)
             except RequestError as exc:
                 DECISION_ERRORS.labels(stage="request").inc()
                 log.warning("cannot decide %s/%s: %s", wl.namespace, wl.name, exc)

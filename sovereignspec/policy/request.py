@@ -37,15 +37,17 @@ class Policies:
     sovereignty: Sequence[SovereigntyPolicy] = ()
 
 
-def find_our_check(workload: WorkloadInfo, snapshot: ClusterSnapshot) -> AdmissionCheckInfo:
-    ours = {c.name: c for c in snapshot.admission_checks if c.controller_name == CONTROLLER_NAME}
+def find_our_check(
+    workload: WorkloadInfo, snapshot: ClusterSnapshot, controller_name: str = CONTROLLER_NAME
+) -> AdmissionCheckInfo:
+    ours = {c.name: c for c in snapshot.admission_checks if c.controller_name == controller_name}
     for entry in workload.checks:
         if entry.name in ours:
             return ours[entry.name]
     names = ", ".join(sorted(ours)) or "none among the objects"
     raise RequestError(
         f"Workload {workload.namespace}/{workload.name} has no status.admissionChecks entry for an "
-        f"AdmissionCheck with controllerName {CONTROLLER_NAME} (such checks: {names})"
+        f"AdmissionCheck with controllerName {controller_name} (such checks: {names})"
     )
 
 
@@ -70,6 +72,9 @@ def select_policies(check: AdmissionCheckInfo, snapshot: ClusterSnapshot) -> Pol
     return Policies(speculation=spec, speculation_name=name, sovereignty=tuple(snapshot.sovereignty_policies))
 
 
-def request_for(workload: WorkloadInfo, snapshot: ClusterSnapshot) -> tuple[AdmissionRequest, Policies]:
-    check = find_our_check(workload, snapshot)
+def request_for(
+    workload: WorkloadInfo, snapshot: ClusterSnapshot, controller_name: str = CONTROLLER_NAME
+) -> tuple[AdmissionRequest, Policies]:
+    """`controller_name`: the operator's configured one (several controllers may share a cluster)."""
+    check = find_our_check(workload, snapshot, controller_name)
     return AdmissionRequest(workload=workload, check=check.name), select_policies(check, snapshot)
