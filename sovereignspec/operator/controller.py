@@ -250,8 +250,8 @@ class Controller:
                     }
                     await self._apply_entry(wl, retry)
                     outcome = "reconfigured"
-                    kopf.event(
-                        cast(kopf.Body, body),
+                    _post_event(
+                        body,
                         type="Normal",
                         reason="SpeculationDrifted",
                         message=retry["message"][:1024],
@@ -419,8 +419,8 @@ class Controller:
             DECISION_DURATION.observe(duration)
         mode = "on" if d.speculative.enabled else "off"
         DECISIONS.labels(state=d.state, mode=mode, reason=d.reason).inc()
-        kopf.event(
-            cast(kopf.Body, body),
+        _post_event(
+            body,
             type="Normal" if d.state == "Ready" else "Warning",
             reason=f"Speculation{d.state}",
             message=_event_message(d),
@@ -475,12 +475,21 @@ class Controller:
             DECISION_ERRORS.labels(stage="write").inc()
             raise kopf.TemporaryError(f"write failed: {exc.status} {exc.reason}", delay=2) from exc
         DECISIONS.labels(state="Rejected", mode="off", reason="UnreadableWorkload").inc()
-        kopf.event(
-            cast(kopf.Body, body),
+        _post_event(
+            body,
             type="Warning",
             reason="SpeculationRejected",
             message=entry["message"][:1024],
         )
+
+
+def _post_event(body: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
+    """kopf.event, best effort: outside a kopf handler (resync and drift sweeps run in our own tasks)
+    kopf has no event queue in the context and raises LookupError; the decision is already written."""
+    try:
+        kopf.event(cast(kopf.Body, body), type=type, reason=reason, message=message)
+    except LookupError:
+        log.debug("no kopf event queue in this task; Event %s not posted", reason)
 
 
 def _quota_marker(status: Mapping[str, Any]) -> str:
