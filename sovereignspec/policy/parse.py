@@ -66,7 +66,7 @@ def _where(obj: Mapping[str, Any]) -> str:
     meta = meta if isinstance(meta, Mapping) else {}
     name = meta.get("name", "?")
     ns = meta.get("namespace")
-    return f"{obj.get('kind', 'object')} {ns + '/' if ns else ''}{name}"
+    return f"{obj.get('kind', 'object')} {f'{ns}/' if ns else ''}{name}"  # any type: fuzzed input
 
 
 def _map(value: Any, what: str, where: str) -> Mapping[str, Any]:
