@@ -96,8 +96,11 @@ class Controller:
         self.lock = asyncio.Lock()
         self._inflight: dict[str, Reservation] = {}
         self._pending_seen: dict[str, float] = {}
-        self._answered: dict[str, tuple[str, Mapping[str, Any]]] = {}
+        self._answered: dict[str, str] = {}  # key -> quota marker of the reservation we answered
         self._busy: set[str] = set()
+        self._decision_cache: dict[
+            tuple[str, str], tuple[Any, tuple[Reservation, tuple[str, str | None, str | None]] | None]
+        ] = {}
         self._reading: TelemetryReading | None = None
         self._reader: PrometheusReader | None = None
         if settings.prometheus_url:
@@ -275,16 +278,48 @@ class Controller:
             for k in [k for k in table if k.startswith(prefix)]:
                 del table[k]
 
+    def _parse_decision(
+        self, obj: Mapping[str, Any]
+    ) -> tuple[Reservation, tuple[str, str | None, str | None]] | None:
+        """parse_reservation without its liveness test, plus the owner to test liveness with;
+        memoised per resourceVersion: validating every decision for every decision was O(N²)."""
+        meta = obj.get("metadata") or {}
+        key = (str(meta.get("namespace")), str(meta.get("name")))
+        rv = meta.get("resourceVersion")
+        hit = self._decision_cache.get(key)
+        if hit is not None and rv is not None and hit[0] == rv:
+            return hit[1]
+        r = parse_reservation(obj, None)
+        val = None
+        if r is not None:
+            owner = next(
+                (
+                    o
+                    for o in meta.get("ownerReferences") or []
+                    if isinstance(o, Mapping) and o.get("kind") == "Workload" and o.get("controller")
+                ),
+                {},
+            )
+            val = (r, (r.namespace, owner.get("name"), owner.get("uid")))
+        self._decision_cache[key] = (rv, val)
+        return val
+
     def snapshot(self, views: Views, exclude: tuple[str, str] | None = None) -> ClusterSnapshot:
         """The decision input from the indexes; `exclude` drops the decided workload's own reservation."""
         holding = list(views.holding)
         reservations: dict[tuple[str, str], Reservation] = {}
+        live_owners = {(w.namespace, w.name, w.uid) for w in holding}
+        if len(self._decision_cache) > 2 * len(views.decisions) + 100:
+            self._decision_cache.clear()  # forget deleted decisions
         for obj in views.decisions:
             try:
-                r = parse_reservation(obj, holding)
+                parsed = self._parse_decision(obj)
             except ParseError:
                 continue
-            if r is not None:
+            if parsed is not None:
+                r, owner = parsed
+                if r.trusted and owner not in live_owners:  # parse_reservation's liveness test
+                    r = r.model_copy(update={"trusted": False})
                 reservations[(r.namespace, r.name)] = r
         live = {(w.namespace, w.name) for w in holding}
         for r in self._inflight.values():

@@ -58,6 +58,21 @@ def _safe(what: str, fn: Callable[[Mapping[str, Any]], T], body: Mapping[str, An
         return None
 
 
+class NoDiffBase(kopf.DiffBaseStorage):
+    """kopf deep-copies every watched body into a diff-base on every event, for change-detecting
+    handlers (on.create/update/...). We register none, only indexes and event handlers, so the copy
+    is pure overhead: it was half the operator's CPU under a burst of workloads (bench/scale_bench.py)."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Iterable[Any] | None = None) -> kopf.BodyEssence:
+        return kopf.BodyEssence()
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        return None
+
+
 def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
@@ -68,6 +83,7 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
         settings.watching.client_timeout = 330
         settings.networking.request_timeout = 30
         settings.persistence.finalizer = "sovereignspec.io/unused"  # never added: no change handlers
+        settings.persistence.diffbase_storage = NoDiffBase()
         settings.execution.max_workers = 8
 
     @kopf.on.login(registry=registry)
@@ -75,14 +91,16 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
         return kopf.login_via_client(**kwargs)
 
     # ---- indexes: parsed once per change, read by every decision ----------------------------------
+    # async: kopf runs sync handlers in its thread pool; a hop per watch event costs more than these
+    # small parses (they never block).
 
     @kopf.index("", "v1", "nodes", registry=registry, id="ss_nodes")
-    def ss_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
+    async def ss_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
         n = _safe("Node", parse_node, body)
         return {name: n} if n is not None else {}
 
     @kopf.index("", "v1", "pods", registry=registry, id="ss_pods")
-    def ss_pods(body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    async def ss_pods(body: kopf.Body, **_: Any) -> dict[Any, Any]:
         p = _safe("Pod", parse_pod, body)
         if p is None or (p.node is None and p.gpu_request == 0):
             return {}
@@ -90,38 +108,40 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
         return {(p.namespace, p.name): (p, ref, ident)}
 
     @kopf.index("", "v1", "namespaces", registry=registry, id="ss_namespaces")
-    def ss_namespaces(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
+    async def ss_namespaces(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
         n = _safe("Namespace", parse_namespace, body)
         return {name: n} if n is not None else {}
 
     @kopf.index(*KUEUE, "resourceflavors", registry=registry, id="ss_flavors")
-    def ss_flavors(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
+    async def ss_flavors(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
         f = _safe("ResourceFlavor", parse_resource_flavor, body)
         return {name: f} if f is not None else {}
 
     @kopf.index(*KUEUE, "admissionchecks", registry=registry, id="ss_checks")
-    def ss_checks(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
+    async def ss_checks(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
         c = _safe("AdmissionCheck", parse_admission_check, body)
         return {name: (c, dict(body))} if c is not None else {}
 
     @kopf.index(*OURS, "speculationpolicies", registry=registry, id="ss_spec_policies")
-    def ss_spec_policies(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
+    async def ss_spec_policies(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
         try:
             return {name: parse_speculation_policy(body)}
         except (ParseError, ValueError) as exc:
             return {name: str(exc)}  # kept as the reason the AdmissionCheck is not Active
 
     @kopf.index(*OURS, "sovereigntypolicies", registry=registry, id="ss_sov_policies")
-    def ss_sov_policies(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
+    async def ss_sov_policies(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
         p = _safe("SovereigntyPolicy", parse_sovereignty_policy, body)
         return {name: p} if p is not None else {}
 
     @kopf.index(*OURS, "speculationdecisions", registry=registry, id="ss_decisions")
-    def ss_decisions(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    async def ss_decisions(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
         return {(namespace, name): dict(body)}
 
     @kopf.index(*KUEUE, "workloads", registry=registry, id="ss_workloads")
-    def ss_workloads(namespace: str | None, name: str, uid: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    async def ss_workloads(
+        namespace: str | None, name: str, uid: str, body: kopf.Body, **_: Any
+    ) -> dict[Any, Any]:
         out: dict[Any, Any] = {}
         if _holding(body):
             out[("holding", namespace, name)] = WorkloadRef(
