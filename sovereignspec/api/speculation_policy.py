@@ -191,6 +191,12 @@ class SpeculationPolicySpec(Model):
     accelerator_profiles: list[AcceleratorProfile] = Field(default=[], max_length=64)
     builtin_profiles: bool = Field(default=True, description="Fall back to the built-in profiles.")
     reconfigure_on_drift: bool = False
+    drift_grace_seconds: int = Field(
+        default=120,
+        ge=0,
+        le=86400,
+        description="Drift must persist this long before reconfigureOnDrift re-admits the workload.",
+    )
     retry_after_seconds: int = Field(default=60, ge=1, le=86400)
     telemetry: TelemetrySpec = TelemetrySpec()
 

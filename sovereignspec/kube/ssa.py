@@ -25,12 +25,21 @@ def apply_workload_check(
     name: str,
     entry: Mapping[str, Any],
     field_manager: str,
+    resource_version: str | None = None,
 ) -> dict[str, Any]:
-    """Apply exactly one `status.admissionChecks` entry of a Workload (ours); others stay untouched."""
+    """Apply exactly one `status.admissionChecks` entry of a Workload (ours); others stay untouched.
+
+    With `resource_version` the apply is conditional: the API server answers 409 Conflict when the
+    Workload changed since the version the answer was computed from (e.g. Kueue evicted it meanwhile),
+    so a stale answer never lands on a newer state.
+    """
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    if resource_version:
+        metadata["resourceVersion"] = resource_version
     body = {
         "apiVersion": f"{KUEUE_GROUP}/{KUEUE_VERSION}",
         "kind": "Workload",
-        "metadata": {"name": name, "namespace": namespace},
+        "metadata": metadata,
         "status": {"admissionChecks": [dict(entry)]},
     }
     result = client.CustomObjectsApi(api).patch_namespaced_custom_object_status(

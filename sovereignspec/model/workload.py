@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from pydantic import ConfigDict
+
 from sovereignspec.api.base import Model
 from sovereignspec.api.meta import Toleration
 from sovereignspec.api.speculation_decision import CheckState, PodSetUpdate
@@ -37,7 +39,13 @@ class PodSetAssignment(Model):
 
 
 class CheckEntry(Model):
-    """`status.admissionChecks[]` entry (listType=map keyed by name)."""
+    """`status.admissionChecks[]` entry (listType=map keyed by name).
+
+    Fields Kueue adds over versions (e.g. `retryCount` after an eviction) are ignored, not refused:
+    the entry is Kueue's shape, not ours.
+    """
+
+    model_config = ConfigDict(extra="ignore")
 
     name: str
     state: CheckState
@@ -45,6 +53,7 @@ class CheckEntry(Model):
     last_transition_time: datetime | None = None
     pod_set_updates: list[PodSetUpdate] = []
     requeue_after_seconds: int | None = None
+    retry_count: int | None = None
 
 
 class WorkloadInfo(Model):

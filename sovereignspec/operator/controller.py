@@ -43,7 +43,7 @@ from sovereignspec.model.cluster import (
 from sovereignspec.model.telemetry import PodRef, TelemetrySnapshot
 from sovereignspec.model.workload import WorkloadInfo
 from sovereignspec.operator.admission_checks import active_condition
-from sovereignspec.operator.drift import DRIFT, drift_condition, evaluate_drift
+from sovereignspec.operator.drift import DRIFT, drift_condition, evaluate_drift, grace_over
 from sovereignspec.operator.health import HealthState
 from sovereignspec.operator.metrics import (
     DECISION_DURATION,
@@ -220,7 +220,7 @@ class Controller:
             try:
                 result = evaluate_drift(wl, dec.spec.admission_check, dec, snap, now)
             except (RequestError, ParseError, ValueError) as exc:
-                log.info("drift of %s/%s not evaluated: %s", ns, name, exc)
+                log.debug("drift of %s/%s not evaluated: %s", ns, name, exc)
                 continue
             if result is None:
                 continue
@@ -242,7 +242,7 @@ class Controller:
                         conditions=[cond],
                         field_manager=f"{self.settings.field_manager}-drift",
                     )
-                if result.drifted and result.reconfigure:
+                if result.drifted and result.reconfigure and grace_over(cond or previous, result, now):
                     retry = {
                         "name": dec.spec.admission_check,
                         "state": "Retry",
@@ -251,7 +251,7 @@ class Controller:
                         ],
                         "lastTransitionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
                     }
-                    await self._apply_entry(wl, retry)
+                    await self._apply_entry(wl, retry, _resource_version(body))
                     outcome = "reconfigured"
                     _post_event(
                         body,
@@ -353,7 +353,7 @@ class Controller:
         try:
             wl = parse_workload_safe(body)
         except ParseError as exc:
-            await self._reject_unparsable(body, entries[0], str(exc))
+            await self._report_unreadable(body, entries[0], str(exc))
             return
         if not wl.quota_reserved or wl.evicted or wl.finished:
             self.forget(uid)
@@ -371,10 +371,9 @@ class Controller:
             self._busy.add(key)
             try:
                 answered = self._answered.get(key)
-                if answered is not None and answered[0] == marker:
-                    # A stale event from before our write landed: re-apply the same answer, never
-                    # re-decide (podSetUpdates must not change once Ready).
-                    await self._apply_entry(wl, answered[1])
+                if answered == marker:
+                    # A stale event from before our write landed (the write succeeded, or it would
+                    # not be recorded): never re-decide; the next event shows our answer.
                     return
                 self._pending_seen.setdefault(key, time.monotonic())
                 await self._decide_and_write(wl, body, views_fn, key, marker)
@@ -433,7 +432,7 @@ class Controller:
                 obj=speculation_decision_object(d, wl.uid),
                 field_manager=self.settings.field_manager,
             )
-            await self._apply_entry(wl, entry)
+            await self._apply_entry(wl, entry, _resource_version(body))
         except ApiException as exc:
             DECISION_ERRORS.labels(stage="write").inc()
             if wl.uid:
@@ -447,7 +446,7 @@ class Controller:
                 )
                 return
             raise kopf.TemporaryError(f"write failed: {exc.status} {exc.reason}", delay=2) from exc
-        self._answered[key] = (marker, entry)
+        self._answered[key] = marker
         started = self._pending_seen.pop(key, None)
         duration = time.monotonic() - started if started is not None else math.nan
         if started is not None:
@@ -474,7 +473,10 @@ class Controller:
             },
         )
 
-    async def _apply_entry(self, wl: WorkloadInfo, entry: Mapping[str, Any]) -> None:
+    async def _apply_entry(
+        self, wl: WorkloadInfo, entry: Mapping[str, Any], resource_version: str | None
+    ) -> None:
+        """Our entry, applied only onto the Workload version the answer was computed from."""
         await asyncio.to_thread(
             apply_workload_check,
             self.api,
@@ -482,20 +484,29 @@ class Controller:
             name=wl.name,
             entry=entry,
             field_manager=self.settings.field_manager,
+            resource_version=resource_version,
         )
 
-    async def _reject_unparsable(
+    async def _report_unreadable(
         self, body: Mapping[str, Any], raw_entry: Mapping[str, Any], why: str
     ) -> None:
-        """A Workload the core cannot read is answered, never left Pending forever."""
-        if raw_entry.get("state") != "Pending":
+        """A Workload the core cannot read stays Pending with the reason in our entry's message.
+
+        Never Rejected: an unreadable field may be a newer Kueue's addition, and deactivating every
+        workload for it would lose them all. Kueue keeps the workload queued; the message, a Warning
+        Event and `sovereignspec_decision_errors_total{stage="parse"}` say why.
+        """
+        DECISION_ERRORS.labels(stage="parse").inc()
+        message = f"SovereignSpec cannot read this Workload: {why}"[:32768]
+        if raw_entry.get("state") != "Pending" or raw_entry.get("message") == message:
             return
         meta = body["metadata"]
         entry = {
             "name": raw_entry["name"],
-            "state": "Rejected",
-            "message": f"SovereignSpec cannot read this Workload: {why}"[:32768],
-            "lastTransitionTime": _utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "state": "Pending",
+            "message": message,
+            "lastTransitionTime": raw_entry.get("lastTransitionTime")
+            or _utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"),
         }
         try:
             await asyncio.to_thread(
@@ -505,17 +516,15 @@ class Controller:
                 name=meta["name"],
                 entry=entry,
                 field_manager=self.settings.field_manager,
+                resource_version=_resource_version(body),
             )
         except ApiException as exc:
             DECISION_ERRORS.labels(stage="write").inc()
-            raise kopf.TemporaryError(f"write failed: {exc.status} {exc.reason}", delay=2) from exc
-        DECISIONS.labels(state="Rejected", mode="off", reason="UnreadableWorkload").inc()
-        _post_event(
-            body,
-            type="Warning",
-            reason="SpeculationRejected",
-            message=entry["message"][:1024],
-        )
+            log.info(
+                "cannot report unreadable workload %s/%s: %s", meta["namespace"], meta["name"], exc.reason
+            )
+            return
+        _post_event(body, type="Warning", reason="SpeculationUnreadable", message=message[:1024])
 
 
 def _post_event(body: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
@@ -525,6 +534,11 @@ def _post_event(body: Mapping[str, Any], *, type: str, reason: str, message: str
         kopf.event(cast(kopf.Body, body), type=type, reason=reason, message=message)
     except LookupError:
         log.debug("no kopf event queue in this task; Event %s not posted", reason)
+
+
+def _resource_version(body: Mapping[str, Any]) -> str | None:
+    rv = (body.get("metadata") or {}).get("resourceVersion")
+    return str(rv) if rv else None
 
 
 def _quota_marker(status: Mapping[str, Any]) -> str:

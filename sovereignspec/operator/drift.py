@@ -12,12 +12,11 @@ slack than at admission": a conservative bias, acceptable for a signal that at m
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
-
-import json
 
 from sovereignspec.api.meta import ANNOTATION_DECISION
 from sovereignspec.api.speculation_decision import SpeculationDecision
@@ -31,6 +30,11 @@ from sovereignspec.policy.sovereignty import TenantRules
 DRIFT = "Drift"
 
 
+# Reasons that mean "cannot tell today", not "would decide otherwise": no drift verdict on them, so a
+# telemetry gap never evicts a running workload (I6: missing telemetry changes only new decisions).
+UNKNOWN = frozenset({"NodeTelemetryMissing", "TelemetryMissing", "TelemetryStale"})
+
+
 @dataclass(frozen=True)
 class DriftResult:
     drifted: bool
@@ -38,6 +42,7 @@ class DriftResult:
     current_config: str
     message: str
     reconfigure: bool
+    grace_seconds: int
 
 
 def evaluate_drift(
@@ -72,6 +77,8 @@ def evaluate_drift(
     )
     req, policies = request_for(as_pending, restricted)
     fresh = decide(req, restricted, policies, now)
+    if any(r.type in UNKNOWN for r in fresh.reasons):
+        return None
     admitted = st.speculative.config
     if fresh.state != "Ready":
         current, why = "", f"node {node} would no longer be chosen now ({fresh.reason}: {fresh.message})"
@@ -93,6 +100,7 @@ def evaluate_drift(
         current_config=current,
         message=why,
         reconfigure=policies.speculation.reconfigure_on_drift,
+        grace_seconds=policies.speculation.drift_grace_seconds,
     )
 
 
@@ -105,6 +113,14 @@ def k_at(config: str, batch: int) -> int:
         if start <= batch <= end:
             return int(k)
     return int(cfg.get("num_speculative_tokens", 0))
+
+
+def grace_over(condition: Mapping[str, Any] | None, result: DriftResult, now: datetime) -> bool:
+    """Drift=True has lasted at least the policy's grace period (hysteresis against flapping)."""
+    if condition is None or condition.get("status") != "True" or not condition.get("lastTransitionTime"):
+        return False
+    since = datetime.fromisoformat(str(condition["lastTransitionTime"]).replace("Z", "+00:00"))
+    return (now - since).total_seconds() >= result.grace_seconds
 
 
 def _describe(config: str) -> str:

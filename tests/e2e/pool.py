@@ -271,11 +271,19 @@ def serving_annotations(
     return ann
 
 
+# KWOK completes Job pods after a few seconds by default; serving engines keep running. KWOK draws the
+# delay between `delay` and `jitter-delay`, so both must be long.
+KEEP_RUNNING = {
+    "pod-complete.stage.kwok.x-k8s.io/delay": "3600s",
+    "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "3600s",
+}
+
+
 def pod_template(
     annotations: dict[str, str], gpus: int = 1, labels: dict[str, str] | None = None
 ) -> dict[str, Any]:
     return {
-        "metadata": {"annotations": annotations, "labels": labels or {}},
+        "metadata": {"annotations": {**KEEP_RUNNING, **annotations}, "labels": labels or {}},
         "spec": {
             "restartPolicy": "Never",
             "containers": [

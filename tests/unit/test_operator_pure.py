@@ -1,0 +1,104 @@
+"""The operator's pure pieces: Active condition, drift verdicts and hysteresis, Kueue-shape tolerance."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+from sovereignspec.api.speculation_policy import SpeculationPolicy
+from sovereignspec.model.workload import CheckEntry
+from sovereignspec.operator.admission_checks import active_condition
+from sovereignspec.operator.drift import DriftResult, drift_condition, grace_over, k_at
+
+NOW = datetime(2026, 11, 29, 10, 0, 0, tzinfo=UTC)
+
+
+def _check(
+    params: dict[str, str] | None, conditions: list[dict[str, object]] | None = None
+) -> dict[str, object]:
+    spec: dict[str, object] = {"controllerName": "sovereignspec.io/admission"}
+    if params is not None:
+        spec["parameters"] = params
+    return {
+        "metadata": {"name": "c", "generation": 3},
+        "spec": spec,
+        "status": {"conditions": conditions or []},
+    }
+
+
+PARAMS = {"apiGroup": "sovereignspec.io", "kind": "SpeculationPolicy", "name": "p"}
+
+
+def test_active_needs_an_existing_valid_policy() -> None:
+    missing = active_condition(_check(PARAMS), {}, NOW)
+    assert missing is not None and (missing["status"], missing["reason"]) == ("False", "PolicyNotFound")
+    invalid = active_condition(_check(PARAMS), {"p": "kMax: must be >= 1"}, NOW)
+    assert invalid is not None and invalid["reason"] == "PolicyInvalid" and "kMax" in invalid["message"]
+    none = active_condition(_check(None), {}, NOW)
+    assert none is not None and none["reason"] == "ParametersMissing"
+    wrong = active_condition(_check({**PARAMS, "kind": "ConfigMap"}), {}, NOW)
+    assert wrong is not None and wrong["reason"] == "ParametersInvalid"
+    ok = active_condition(_check(PARAMS), {"p": SpeculationPolicy()}, NOW)
+    assert ok is not None and ok["status"] == "True" and ok["observedGeneration"] == 3
+    assert ok["lastTransitionTime"] == "2026-11-29T10:00:00Z"
+
+
+def test_active_condition_is_level_based_and_keeps_its_transition_time() -> None:
+    first = active_condition(_check(PARAMS), {"p": SpeculationPolicy()}, NOW)
+    assert first is not None
+    assert (
+        active_condition(_check(PARAMS, [first]), {"p": SpeculationPolicy()}, NOW + timedelta(hours=1))
+        is None
+    )
+    # Same status, new message (e.g. generation bump): time kept.
+    older = {**first, "observedGeneration": 2}
+    again = active_condition(_check(PARAMS, [older]), {"p": SpeculationPolicy()}, NOW + timedelta(hours=1))
+    assert again is not None and again["lastTransitionTime"] == first["lastTransitionTime"]
+    # Status flips: time moves.
+    flipped = active_condition(_check(PARAMS, [first]), {}, NOW + timedelta(hours=1))
+    assert flipped is not None and flipped["lastTransitionTime"] == "2026-11-29T11:00:00Z"
+
+
+def _cfg(rows: list[list[int]]) -> str:
+    return json.dumps(
+        {
+            "method": "eagle3",
+            "num_speculative_tokens": max(r[2] for r in rows),
+            "num_speculative_tokens_per_batch_size": rows,
+        }
+    )
+
+
+def test_k_at_reads_the_schedule() -> None:
+    cfg = _cfg([[1, 3, 5], [4, 15, 3], [16, 1024, 0]])
+    assert [k_at(cfg, b) for b in (1, 3, 4, 15, 16, 1024)] == [5, 5, 3, 3, 0, 0]
+    assert k_at("", 8) == 0
+
+
+def _result(drifted: bool, message: str = "m", grace: int = 60) -> DriftResult:
+    return DriftResult(drifted, "a", "b", message, reconfigure=True, grace_seconds=grace)
+
+
+def test_drift_condition_and_grace() -> None:
+    cond = drift_condition(None, _result(True), 1, NOW)
+    assert cond is not None and cond["status"] == "True" and cond["reason"] == "SpeculationDrifted"
+    assert drift_condition(cond, _result(True), 1, NOW + timedelta(seconds=5)) is None  # unchanged: no write
+    assert not grace_over(cond, _result(True, grace=60), NOW + timedelta(seconds=59))
+    assert grace_over(cond, _result(True, grace=60), NOW + timedelta(seconds=60))
+    cleared = drift_condition(cond, _result(False), 1, NOW + timedelta(seconds=90))
+    assert cleared is not None and cleared["status"] == "False"
+    assert cleared["lastTransitionTime"] == "2026-11-29T10:01:30Z"
+    assert not grace_over(cleared, _result(True), NOW + timedelta(hours=1))
+
+
+def test_check_entries_tolerate_fields_newer_kueue_adds() -> None:
+    entry = CheckEntry.model_validate(
+        {
+            "name": "c",
+            "state": "Pending",
+            "message": "Reset to Pending after eviction",
+            "retryCount": 2,
+            "someFutureField": {"x": 1},
+        }
+    )
+    assert entry.retry_count == 2 and entry.state == "Pending"
