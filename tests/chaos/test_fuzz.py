@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -124,7 +124,10 @@ def _set(doc: Any, path: tuple[Any, ...], value: Any) -> None:
         doc[last] = value
 
 
-mutations = st.lists(st.tuples(st.sampled_from(PATHS), nasty_value), max_size=3)
+# Half the examples keep the objects intact, so that hostile annotations reach decide() itself.
+mutations = st.one_of(
+    st.just([]), st.lists(st.tuples(st.sampled_from(PATHS), nasty_value), min_size=1, max_size=3)
+)
 annotations = st.dictionaries(
     st.one_of(st.sampled_from(KEYS).map(lambda k: f"sovereignspec.io/{k}"), nasty_text),
     nasty_text,
@@ -145,7 +148,9 @@ def test_fuzz_decide_never_crashes_and_always_explains(
         d = decide_scenario(data)
     except ValueError as exc:  # ParseError, RequestError, pydantic ValidationError: a clear refusal
         assert str(exc).strip(), f"empty message from {type(exc).__name__}"
+        event(f"refused: {type(exc).__name__}")
         return
+    event(f"decided: {d.state}")
     assert d.state in ("Ready", "Retry", "Rejected", "Pending"), d.state
     assert d.reason and d.message.strip(), d
     if d.state == "Ready":
