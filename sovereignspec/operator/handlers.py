@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import kopf
 
 from sovereignspec.api.speculation_policy import SpeculationPolicy
+from sovereignspec.kube.pod_workloads import owner_pod, with_pod_metadata
 from sovereignspec.model.cluster import WorkloadRef
 from sovereignspec.operator.controller import Controller, Views
 from sovereignspec.policy.parse import (
@@ -210,7 +211,16 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
         if type == "DELETED":
             ctrl.forget(uid)
             return
-        await ctrl.on_workload(dict(body), lambda: views(kw), ctrl_checks(kw))
+        await ctrl.on_workload(with_owner_pod(dict(body), kw), lambda: views(kw), ctrl_checks(kw))
+
+    def with_owner_pod(body: dict[str, Any], idx: Mapping[str, Any]) -> dict[str, Any]:
+        """Pod-integration Workloads get their owning Pod's labels and annotations (see pod_workloads)."""
+        key = owner_pod(body)
+        if key is None:
+            return body
+        for pod, _, _ in idx["ss_pods"].get(key, ()):
+            return with_pod_metadata(body, pod.labels, pod.annotations)
+        return body
 
     def ctrl_checks(idx: Mapping[str, Any]) -> set[str]:
         return {
@@ -226,7 +236,7 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
             return
         for wl in pending_bodies(idx):
             try:
-                await ctrl.on_workload(wl, lambda: views(idx), ctrl_checks(idx))
+                await ctrl.on_workload(with_owner_pod(wl, idx), lambda: views(idx), ctrl_checks(idx))
             except kopf.TemporaryError as exc:
                 log.info("resync: %s", exc)
 

@@ -102,3 +102,23 @@ def test_check_entries_tolerate_fields_newer_kueue_adds() -> None:
         }
     )
     assert entry.retry_count == 2 and entry.state == "Pending"
+
+
+def test_pod_integration_workloads_take_the_pods_metadata() -> None:
+    from sovereignspec.kube.pod_workloads import owner_pod, with_pod_metadata
+
+    wl = {
+        "metadata": {
+            "namespace": "web",
+            "name": "pod-svc-abc",
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "svc-abc", "uid": "u"}],
+        },
+        "spec": {"podSets": [{"name": "main", "count": 1, "template": {"spec": {"containers": []}}}]},
+    }
+    assert owner_pod(wl) == ("web", "svc-abc")
+    out = with_pod_metadata(wl, {"app": "svc"}, {"sovereignspec.io/class": "interactive"})
+    meta = out["spec"]["podSets"][0]["template"]["metadata"]
+    assert meta == {"labels": {"app": "svc"}, "annotations": {"sovereignspec.io/class": "interactive"}}
+    assert "metadata" not in wl["spec"]["podSets"][0]["template"]  # the input is not mutated
+    job_owned = {"metadata": {"ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "j"}]}}
+    assert owner_pod(job_owned) is None
