@@ -7,7 +7,7 @@ import random
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from sovereignspec.api.meta import ObjectMeta
@@ -342,4 +342,6 @@ def test_reduced_neighbour_check_equals_direct_slowdown(
 
     bound = max_load_increase(np.array([[sigma]]), np.array([[thr]]), np.array([[u]]))[0]
     direct = float(neighbour_slowdown(sigma, du, u)) <= thr
+    # Exactly on the boundary the two forms round differently (e.g. 0.99999 vs 0.99999 + 1 ulp).
+    assume(not np.isfinite(bound) or abs(du - bound) > 1e-9 * max(1.0, abs(bound)))
     assert (du <= bound) == direct
