@@ -157,7 +157,9 @@ class Controller:
             await asyncio.sleep(self.settings.telemetry_refresh_seconds)
 
     def set_telemetry_spec(self, policy: SpeculationPolicy | None) -> None:
-        if self._reader is not None and policy is not None:
+        # Only on a change: set_spec takes the reader's lock, which a refresh holds for its whole round
+        # of queries; called per decision, it stalled the event loop behind Prometheus (bench p99).
+        if self._reader is not None and policy is not None and policy.spec.telemetry != self._reader.spec:
             self._reader.set_spec(policy.spec.telemetry)
 
     def telemetry(self, identities: Mapping[PodRef, DraftIdentity]) -> TelemetrySnapshot | None:
