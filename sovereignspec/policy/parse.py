@@ -17,6 +17,8 @@ and `build_snapshot(objects, telemetry)`, which dispatches a mixed list by `kind
 
 from __future__ import annotations
 
+import contextlib
+import math
 import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime
@@ -122,16 +124,22 @@ def parse_quantity(value: Any, what: str = "quantity", where: str = "object") ->
     """A Kubernetes resource.Quantity ("2", 2, "500m", "1Gi") as a float."""
     if isinstance(value, bool):
         raise ParseError(f"{where}: {what} must be a quantity, got {value!r}")
+    q: float | None = None
     if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
+        try:
+            q = float(value)
+        except OverflowError:  # an int beyond float range
+            q = math.inf
+    elif isinstance(value, str):
         m = _QUANTITY.match(value.strip())
         if m:
-            try:
-                return float(m.group(1)) * _SUFFIX[m.group(2)]
-            except ValueError:
-                pass
-    raise ParseError(f"{where}: {what} {value!r} is not a quantity")
+            with contextlib.suppress(ValueError):
+                q = float(m.group(1)) * _SUFFIX[m.group(2)]
+    if q is not None and not math.isfinite(q):  # "1e309", NaN: int() of it would raise
+        raise ParseError(f"{where}: {what} {value!r} is not a finite quantity")
+    if q is None:
+        raise ParseError(f"{where}: {what} {value!r} is not a quantity")
+    return q
 
 
 def _gpus(resources: Mapping[str, Any], where: str) -> int:

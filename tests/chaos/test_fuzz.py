@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -137,6 +137,8 @@ annotations = st.dictionaries(
 
 @settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(muts=mutations, ann=annotations)
+@example(muts=[(PATHS[11], "1E309")], ann={})  # found by this fuzz: an infinite GPU quantity crashed int()
+@example(muts=[(("workload", "metadata", "namespace"), [None])], ann={})  # and a list as namespace
 def test_fuzz_decide_never_crashes_and_always_explains(
     muts: list[tuple[tuple[Any, ...], Any]], ann: dict[str, str]
 ) -> None:
