@@ -220,7 +220,9 @@ class Controller:
                 log.debug("drift: %s/%s is not admitted by this decision", ns, name)
                 continue
             try:
-                result = evaluate_drift(wl, dec.spec.admission_check, dec, snap, now)
+                result = evaluate_drift(
+                    wl, dec.spec.admission_check, dec, snap, now, self.settings.controller_name
+                )
             except (RequestError, ParseError, ValueError) as exc:
                 log.debug("drift of %s/%s not evaluated: %s", ns, name, exc)
                 continue

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from sovereignspec.api.meta import ANNOTATION_DECISION
+from sovereignspec.api.meta import ANNOTATION_DECISION, CONTROLLER_NAME
 from sovereignspec.api.speculation_decision import SpeculationDecision
 from sovereignspec.model.cluster import ClusterSnapshot
 from sovereignspec.model.workload import WorkloadInfo
@@ -46,7 +46,12 @@ class DriftResult:
 
 
 def evaluate_drift(
-    wl: WorkloadInfo, check: str, decision: SpeculationDecision, snap: ClusterSnapshot, now: datetime
+    wl: WorkloadInfo,
+    check: str,
+    decision: SpeculationDecision,
+    snap: ClusterSnapshot,
+    now: datetime,
+    controller_name: str = CONTROLLER_NAME,
 ) -> DriftResult | None:
     """None when there is nothing to compare (no node or status on record)."""
     st = decision.status
@@ -75,7 +80,7 @@ def evaluate_drift(
             "checks": [c.model_copy(update={"state": "Pending"}) if c.name == check else c for c in wl.checks]
         }
     )
-    req, policies = request_for(as_pending, restricted)
+    req, policies = request_for(as_pending, restricted, controller_name)
     fresh = decide(req, restricted, policies, now)
     if any(r.type in UNKNOWN for r in fresh.reasons):
         return None
