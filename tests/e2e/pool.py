@@ -34,6 +34,7 @@ class NodeDef:
     base_load: float = 0.0
     gpus: int | None = None
     replicas: int = 1  # time-slicing replicas per physical GPU
+    noise: float | None = None  # the simulator's tensor-active noise on this node (None: its default)
 
 
 def node_manifest(name: str, pool: str, d: NodeDef) -> dict[str, Any]:
@@ -49,6 +50,7 @@ def node_manifest(name: str, pool: str, d: NodeDef) -> dict[str, Any]:
                 "kwok.x-k8s.io/node": "fake",
                 "node.alpha.kubernetes.io/ttl": "0",
                 "sovereignspec.io/sim-base-load": str(d.base_load),
+                **({"sovereignspec.io/sim-noise": str(d.noise)} if d.noise is not None else {}),
             },
             "labels": {
                 "type": "kwok",

@@ -124,9 +124,11 @@ def test_all_queries_go_out_in_parallel_with_the_policy_window(
 
 def test_set_spec_with_new_queries_drops_the_cache(fake_prometheus: Callable[[Answer], str]) -> None:
     count = [0]
+    lock = threading.Lock()  # the fake server answers the parallel queries on several threads
 
     def answer(q: str) -> tuple[int, Any]:
-        count[0] += 1
+        with lock:
+            count[0] += 1
         return ok([])
 
     reader = PrometheusReader(fake_prometheus(answer), SPEC)

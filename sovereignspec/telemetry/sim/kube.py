@@ -25,6 +25,7 @@ COUNT_LABEL = "nvidia.com/gpu.count"
 REPLICAS_LABEL = "nvidia.com/gpu.replicas"
 GPU_RESOURCE = "nvidia.com/gpu"
 SIM_BASE_LOAD = "sovereignspec.io/sim-base-load"
+SIM_NOISE = "sovereignspec.io/sim-noise"
 SIM_REQUEST_RATE = "sovereignspec.io/sim-request-rate"
 SIM_OUTPUT_TOKENS = "sovereignspec.io/sim-output-tokens"
 
@@ -61,6 +62,9 @@ def node_spec_from(node: Mapping[str, Any], scenario: Scenario) -> NodeSpec | No
     base = _float(ann.get(SIM_BASE_LOAD))
     if base is not None:
         fields["base_load"] = base
+    noise = _float(ann.get(SIM_NOISE))
+    if noise is not None:
+        fields["noise"] = noise
     try:
         return NodeSpec.model_validate(fields)
     except ValidationError as exc:

@@ -70,6 +70,9 @@ class NodeSpec(Model):
     product: str = "NVIDIA-H100-80GB-HBM3"
     gpus: int = Field(default=8, ge=0, le=64)
     base_load: float = Field(default=0.0, ge=0, lt=1, description="Tensor-active of tenants not simulated.")
+    noise: float | None = Field(
+        default=None, ge=0, le=0.5, description="Tensor-active noise std on this node (None: the scenario's)."
+    )
     base_memory_mib: float = Field(default=0.0, ge=0, alias="baseMemoryMiB")
     time_slicing_replicas: int = Field(default=1, ge=1, le=64)
     hostname_label: str = Field(default="Hostname", pattern="^(Hostname|hostname)$")

@@ -108,6 +108,7 @@ class Device:
     memory_mib: float
     base_load: float
     base_memory_mib: float
+    noise: float | None
     replicas: int
     hostname_label: str
     mig_profile: str | None = None
@@ -144,6 +145,7 @@ def devices_for(node: NodeSpec, scenario: Scenario) -> list[Device]:
             uuid=gpu_uuid(node.name, i),
             product=node.product,
             base_load=node.base_load,
+            noise=node.noise,
             replicas=node.time_slicing_replicas,
             hostname_label=node.hostname_label,
         )
@@ -363,7 +365,8 @@ class Simulator:
             self._count(engines, load, ks, p, rate, dt)
         else:
             on_gpu, busy = base, np.zeros(g, dtype=bool)
-        noise = rng.normal(0.0, sc.noise, size=g) if sc.noise > 0 else np.zeros(g)
+        scale = np.array([sc.noise if d.noise is None else d.noise for d in self.devices], dtype=np.float64)
+        noise = rng.normal(0.0, 1.0, size=g) * scale
         tensor = np.clip(on_gpu + noise, 0.0, 1.0)
         for i, d in enumerate(self.devices):
             d.tensor_active = float(tensor[i])
