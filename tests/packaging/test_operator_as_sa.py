@@ -90,15 +90,14 @@ def test_operator_as_chart_serviceaccount_and_promql(
     )
     assert who.stdout == f"system:serviceaccount:{ns}:{sa}"
 
-    # request_for() only accepts the default controllerName (SOVEREIGNSPEC_CONTROLLER_NAME is not honoured
-    # by the decision core yet), so other operators on this shared cluster may see our pool too: a field
-    # manager of our own proves below that the decision was written by the operator under test.
-    controller = "sovereignspec.io/admission"
+    # A controller name of our own: the e2e session's operator (same test session, default controller
+    # name) must not answer this pool's check first. The field manager proves who wrote the decision.
+    controller = f"sovereignspec.io/pkg-{release}"
     manager = f"pkg-{release}"
     sim = SimulatorProcess(local_cluster)
     op = OperatorProcess(
         local_cluster, None, leader_election=True, identity=f"{release}-0", lease_namespace=ns,
-        extra_env={"SOVEREIGNSPEC_FIELD_MANAGER": manager},
+        extra_env={"SOVEREIGNSPEC_FIELD_MANAGER": manager, "SOVEREIGNSPEC_CONTROLLER_NAME": controller},
     )  # fmt: skip
     # 2 s scrapes: a 1 s scrape timeout was missed now and then on a loaded 2-core machine.
     prom = PrometheusProcess([f"127.0.0.1:{sim.port}", f"127.0.0.1:{op.metrics_port}"], scrape_interval=2.0)
