@@ -18,6 +18,24 @@ SS_GROUP = "sovereignspec.io"
 SS_VERSION = "v1alpha1"
 
 
+def _apply_status(
+    api: client.ApiClient, plural: str, body: Mapping[str, Any], field_manager: str
+) -> dict[str, Any]:
+    """Forced server-side apply of `body` on the `/status` of a custom object: namespaced when the
+    body's metadata names a namespace; group and version come from its apiVersion."""
+    group, version = str(body["apiVersion"]).split("/")
+    meta, payload = body["metadata"], dict(body)
+    co = client.CustomObjectsApi(api)
+    opts: dict[str, Any] = {"field_manager": field_manager, "force": True, "_content_type": APPLY}
+    if meta.get("namespace"):
+        result = co.patch_namespaced_custom_object_status(
+            group, version, meta["namespace"], plural, meta["name"], payload, **opts
+        )
+    else:
+        result = co.patch_cluster_custom_object_status(group, version, plural, meta["name"], payload, **opts)
+    return cast(dict[str, Any], result)
+
+
 def apply_workload_check(
     api: client.ApiClient,
     *,
@@ -42,18 +60,7 @@ def apply_workload_check(
         "metadata": metadata,
         "status": {"admissionChecks": [dict(entry)]},
     }
-    result = client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
-        KUEUE_GROUP,
-        KUEUE_VERSION,
-        namespace,
-        "workloads",
-        name,
-        body,
-        field_manager=field_manager,
-        force=True,
-        _content_type=APPLY,
-    )
-    return cast(dict[str, Any], result)
+    return _apply_status(api, "workloads", body, field_manager)
 
 
 def apply_admission_check_condition(
@@ -66,17 +73,7 @@ def apply_admission_check_condition(
         "metadata": {"name": name},
         "status": {"conditions": [dict(condition)]},
     }
-    result = client.CustomObjectsApi(api).patch_cluster_custom_object_status(
-        KUEUE_GROUP,
-        KUEUE_VERSION,
-        "admissionchecks",
-        name,
-        body,
-        field_manager=field_manager,
-        force=True,
-        _content_type=APPLY,
-    )
-    return cast(dict[str, Any], result)
+    return _apply_status(api, "admissionchecks", body, field_manager)
 
 
 def apply_decision(api: client.ApiClient, *, obj: Mapping[str, Any], field_manager: str) -> dict[str, Any]:
@@ -104,18 +101,7 @@ def apply_decision(api: client.ApiClient, *, obj: Mapping[str, Any], field_manag
         "metadata": {"name": name, "namespace": namespace},
         "status": obj["status"],
     }
-    result = co.patch_namespaced_custom_object_status(
-        SS_GROUP,
-        SS_VERSION,
-        namespace,
-        "speculationdecisions",
-        name,
-        status_body,
-        field_manager=field_manager,
-        force=True,
-        _content_type=APPLY,
-    )
-    return cast(dict[str, Any], result)
+    return _apply_status(api, "speculationdecisions", status_body, field_manager)
 
 
 def apply_decision_conditions(
@@ -134,15 +120,4 @@ def apply_decision_conditions(
         "metadata": {"name": name, "namespace": namespace},
         "status": {"conditions": [dict(c) for c in conditions]},
     }
-    result = client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
-        SS_GROUP,
-        SS_VERSION,
-        namespace,
-        "speculationdecisions",
-        name,
-        body,
-        field_manager=field_manager,
-        force=True,
-        _content_type=APPLY,
-    )
-    return cast(dict[str, Any], result)
+    return _apply_status(api, "speculationdecisions", body, field_manager)
