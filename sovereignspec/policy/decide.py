@@ -23,6 +23,8 @@ additive podSetUpdates (I4). Choices where DESIGN.md is silent:
   mean averages u); GPUs with free capacity are those with fewer pods than the node's replicas per GPU.
 - A neighbour with a vLLM engine sample but no TPOT, or with an SLO annotation but no engine sample,
   counts with margin 0 (no room); a pod with neither is not SLO-bound and does not constrain us.
+- On a time-sliced node, a GPU pod bound there that no GPU sample names yet (dcgm-exporter's pod
+  labels lag) counts as a neighbour on every shared GPU at their highest load.
 - Draft memory: the minimum free framebuffer over the node's free GPUs must hold the draft; unknown
   free memory turns speculation off on that node.
 - Ties: placement by higher S_real, then higher slack, then node name; k* by the smaller k.
@@ -830,6 +832,8 @@ def _neighbours_uncached(
             key = (p.namespace, p.name)
             u = float(g.tensor_active or 0.0)
             seen[key] = max(seen.get(key, 0.0), u)
+    for key in _unattributed_gpu_pods(ctx, node) if gpus else ():
+        seen[key] = max(seen.get(key, 0.0), max(float(g.tensor_active or 0.0) for g in gpus))
     out = []
     product_default = node.labels.get(LABEL_GPU_PRODUCT) or next(
         (g.model_name for g in gpus if g.model_name), None
@@ -855,6 +859,20 @@ def _neighbours_uncached(
             sigma = c.t0 / (c.t0 + compute)
         out.append(NeighbourInput(namespace=ns, pod=name, sigma=sigma, margin=margin, u_total=u_tot))
     return out
+
+
+def _unattributed_gpu_pods(ctx: _Ctx, node: NodeInfo) -> list[tuple[str, str]]:
+    """GPU pods bound to a time-sliced node that no GPU sample names yet: dcgm-exporter's pod labels
+    lag a pod's start by a collection interval, and such a pod may share any of the node's GPUs."""
+    samples = ctx.idx.gpus_by_node.get(node.name, [])
+    if not samples or node.gpu_allocatable // len(samples) <= 1:
+        return []  # whole GPUs: an unattributed pod holds one of its own
+    named = {(p.namespace, p.name) for g in samples for p in g.pods}
+    return [
+        (p.namespace, p.name)
+        for p in ctx.idx.pods_by_node.get(node.name, ())
+        if p.gpu_request > 0 and not p.daemonset and (p.namespace, p.name) not in named
+    ]
 
 
 def _pod_set_updates(

@@ -79,7 +79,9 @@ def test_neighbour_at_its_slo_blocks_speculation(stack: Stack, pool: Pool) -> No
         {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": "engine", "annotations": serving_annotations(cls="interactive")},
+            # Already over its SLO from the start: 1 ms per token is far below what any engine gets, so
+            # there is no margin for anybody's verification tokens, whatever TPOT window the operator reads.
+            "metadata": {"name": "engine", "annotations": serving_annotations(cls="interactive", slo_ms=1)},
             "spec": {
                 "nodeSelector": {"kubernetes.io/hostname": node},
                 "containers": [
@@ -95,18 +97,11 @@ def test_neighbour_at_its_slo_blocks_speculation(stack: Stack, pool: Pool) -> No
     running_pods(pool, other)
     series = stack.prometheus.wait_for(
         f"histogram_quantile(0.9, sum by (le) (rate(vllm:request_time_per_output_token_seconds_bucket"
-        f'{{namespace="{other}",pod="engine"}}[30s])))',
+        f'{{namespace="{other}",pod="engine"}}[30s]))) > 0.001',  # seconds: over the 1 ms SLO
         timeout=60,
     )
-    tpot_ms = float(series[0]["value"][1]) * 1000
-    # It is already over its SLO (half of what it gets now): no margin for anybody's verification tokens,
-    # whatever window the operator's TPOT quantile uses.
-    core.patch_namespaced_pod(
-        "engine",
-        other,
-        {"metadata": {"annotations": {"sovereignspec.io/tpot-slo-ms": f"{tpot_ms * 0.5:.3f}"}}},
-    )
-    time.sleep(1.5)
+    assert series, series
+    time.sleep(1.5)  # one operator telemetry refresh (a pod dcgm has not named yet counts anyway)
     ns = pool.tenant("newcomer")
     pool.apply(job("chat", ns, serving_annotations(batch=4)))
     mode, status = _mode(pool, ns)
