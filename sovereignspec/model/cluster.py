@@ -9,6 +9,7 @@ grouping once.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cached_property
 
 from pydantic import ConfigDict
@@ -99,18 +100,71 @@ class WorkloadRef(Model):
 
 
 class SnapshotIndex:
-    """Per-node groupings derived once from a snapshot (pure; rebuilt only with a new snapshot)."""
+    """Per-node groupings derived once from a snapshot (pure; rebuilt only with a new snapshot).
 
-    def __init__(self, snap: ClusterSnapshot) -> None:
-        self.memo: dict[object, object] = {}
-        """Request-independent derived facts (e.g. a node's neighbours under one policy), memoised by
-        the decision core for the life of this snapshot."""
-        self.node_by_name: dict[str, NodeInfo] = {n.name: n for n in snap.nodes}
-        self.ns_labels: dict[str, dict[str, str]] = {n.name: n.labels for n in snap.namespaces}
-        self.pods_by_node: dict[str, list[PodInfo]] = {}
-        self.gpu_used: dict[str, int] = {}
-        self.pod_by_key: dict[tuple[str, str], PodInfo] = {}
-        bound_by_decision: dict[tuple[str, str], int] = {}
+    Built from a `base` index, it shares everything but the reservations: the operator decides many
+    workloads between two changes of nodes, pods or telemetry, and only the reservations move. Built
+    with `carry`, the previous index, it keeps the facts memoised for every node whose inputs are the
+    same objects as before (a pod starting on one node of 500 recomputes that node only).
+
+    Memo keys name their node second (`(kind, node, ...)`); a fact about a node reads only that node,
+    its pods, its GPU samples, the pods those samples name, and the global parts compared below."""
+
+    memo: dict[object, object]
+    """Request- and reservation-independent derived facts (e.g. a node's neighbours under one policy),
+    memoised by the decision core for the life of this index and of those built from it."""
+    node_by_name: dict[str, NodeInfo]
+    ns_labels: dict[str, dict[str, str]]
+    pods_by_node: dict[str, list[PodInfo]]
+    gpu_used: dict[str, int]
+    pod_by_key: dict[tuple[str, str], PodInfo]
+    bound_by_decision: dict[tuple[str, str], int]
+    gpus_by_node: dict[str, list[GpuSample]]
+    engine_by_pod: dict[tuple[str, str], EngineSample]
+    _fingerprints: dict[str, tuple[object, ...]]
+    inputs: tuple[list[GpuSample] | None, list[EngineSample] | None, list[NamespaceInfo]]
+    """The global parts any memoised fact may read: GPU and engine samples, namespace labels (not the
+    acceptance samples: they change with every pod's draft identity and no per-node fact reads them)."""
+
+    def __init__(
+        self, snap: ClusterSnapshot, base: SnapshotIndex | None = None, carry: SnapshotIndex | None = None
+    ) -> None:
+        if base is not None:
+            self.memo = base.memo
+            self.node_by_name = base.node_by_name
+            self.ns_labels = base.ns_labels
+            self.pods_by_node = base.pods_by_node
+            self.gpu_used = base.gpu_used
+            self.pod_by_key = base.pod_by_key
+            self.bound_by_decision = base.bound_by_decision
+            self.gpus_by_node = base.gpus_by_node
+            self.engine_by_pod = base.engine_by_pod
+            self.inputs = base.inputs
+            self._fingerprints = base._fingerprints
+        else:
+            self._build(snap)
+            if carry is not None:
+                self._carry(carry)
+        self.rmemo: dict[object, object] = {}
+        """Derived facts that also read the reservations (a node's occupants, isolation), memoised
+        for this snapshot only."""
+        # A reservation is consumed by the pods already bound under its decision name.
+        self.reservations_by_node: dict[str, list[tuple[Reservation, int]]] = {}
+        for r in snap.reservations:
+            if not r.trusted:
+                continue
+            left = max(0, r.gpus - self.bound_by_decision.get((r.namespace, r.name), 0))
+            self.reservations_by_node.setdefault(r.node, []).append((r, left))
+
+    def _build(self, snap: ClusterSnapshot) -> None:
+        self.memo = {}
+        self._fingerprints = {}
+        self.node_by_name = {n.name: n for n in snap.nodes}
+        self.ns_labels = {n.name: n.labels for n in snap.namespaces}
+        self.pods_by_node = {}
+        self.gpu_used = {}
+        self.pod_by_key = {}
+        self.bound_by_decision = {}
         for p in snap.pods:
             self.pod_by_key[(p.namespace, p.name)] = p
             if not p.active or p.node is None:
@@ -120,21 +174,44 @@ class SnapshotIndex:
             dec = p.annotations.get("sovereignspec.io/decision")
             if dec:
                 key = (p.namespace, dec)
-                bound_by_decision[key] = bound_by_decision.get(key, 0) + p.gpu_request
-        # A reservation is consumed by the pods already bound under its decision name.
-        self.reservations_by_node: dict[str, list[tuple[Reservation, int]]] = {}
-        for r in snap.reservations:
-            if not r.trusted:
-                continue
-            left = max(0, r.gpus - bound_by_decision.get((r.namespace, r.name), 0))
-            self.reservations_by_node.setdefault(r.node, []).append((r, left))
-        self.gpus_by_node: dict[str, list[GpuSample]] = {}
-        self.engine_by_pod: dict[tuple[str, str], EngineSample] = {}
+                self.bound_by_decision[key] = self.bound_by_decision.get(key, 0) + p.gpu_request
+        self.gpus_by_node = {}
+        self.engine_by_pod = {}
         if snap.telemetry is not None:
             for g in snap.telemetry.gpus:
                 self.gpus_by_node.setdefault(g.node, []).append(g)
             for e in snap.telemetry.engines:
                 self.engine_by_pod[(e.namespace, e.pod)] = e
+        tel = snap.telemetry
+        self.inputs = (tel.gpus if tel else None, tel.engines if tel else None, snap.namespaces)
+
+    def node_inputs(self, node: str) -> tuple[object, ...]:
+        """Everything a memoised fact about `node` reads (compared by identity first, then value)."""
+        hit = self._fingerprints.get(node)
+        if hit is None:
+            hit = self._fingerprints[node] = self._node_inputs(node)
+        return hit
+
+    def _node_inputs(self, node: str) -> tuple[object, ...]:
+        gpus = self.gpus_by_node.get(node, ())
+        return (
+            self.node_by_name.get(node),
+            tuple(self.pods_by_node.get(node, ())),
+            tuple(gpus),
+            tuple(self.pod_by_key.get((p.namespace, p.name)) for g in gpus for p in g.pods),
+        )
+
+    def _carry(self, old: SnapshotIndex) -> None:
+        if not all(_same(a or (), b or ()) for a, b in zip(self.inputs, old.inputs, strict=True)):
+            return  # GPU and engine samples, namespace labels: every fact may read them
+        kept = {n for n in self.node_by_name if self.node_inputs(n) == old.node_inputs(n)}
+        for key, value in old.memo.items():
+            if isinstance(key, tuple) and len(key) > 1 and (key[1] in kept or key[0] == "ns-rules"):
+                self.memo[key] = value
+
+
+def _same(a: Sequence[object], b: Sequence[object]) -> bool:
+    return len(a) == len(b) and all(x is y or x == y for x, y in zip(a, b, strict=True))
 
 
 class ClusterSnapshot(Model):
@@ -156,3 +233,16 @@ class ClusterSnapshot(Model):
     @cached_property
     def index(self) -> SnapshotIndex:
         return SnapshotIndex(self)
+
+    def with_reservations(
+        self, reservations: list[Reservation], workloads: list[WorkloadRef]
+    ) -> ClusterSnapshot:
+        """This snapshot with other reservations and live workloads, sharing its index and the facts
+        memoised on it (nodes, pods and telemetry are the same objects): one per decision, cheap."""
+        new = self.model_copy(update={"reservations": reservations, "workloads": workloads})
+        new.__dict__["index"] = SnapshotIndex(new, base=self.index)
+        return new
+
+    def carry_index_from(self, previous: ClusterSnapshot) -> None:
+        """Build this snapshot's index keeping what `previous` memoised about unchanged nodes."""
+        self.__dict__["index"] = SnapshotIndex(self, carry=previous.index)

@@ -208,20 +208,24 @@ class _Ctx:
     def occupants(self, node: str) -> frozenset[str]:
         """Namespaces holding the node: non-infrastructure active pods and trusted reservations.
 
-        Request-independent, so memoised on the snapshot; the request's own reservation is in its own
-        namespace, hence its own tenant, which isolation skips anyway."""
+        Request-independent, so memoised on the snapshot (the pods' part also on its base index); the
+        request's own reservation is in its own namespace, hence its own tenant, which isolation skips."""
         key = ("occupants", node)
-        hit = self.idx.memo.get(key)
+        hit = self.idx.rmemo.get(key)
         if isinstance(hit, frozenset):
             return hit
-        out = set()
-        for p in self.idx.pods_by_node.get(node, ()):
-            if not p.daemonset and not is_system_namespace(p.namespace, self.idx.ns_labels):
-                out.add(p.namespace)
-        for r, _ in self.idx.reservations_by_node.get(node, ()):
-            out.add(r.namespace)
-        frozen = frozenset(out)
-        self.idx.memo[key] = frozen
+        pkey = ("pod-occupants", node)
+        pods = self.idx.memo.get(pkey)
+        if not isinstance(pods, frozenset):
+            pods = frozenset(
+                p.namespace
+                for p in self.idx.pods_by_node.get(node, ())
+                if not p.daemonset and not is_system_namespace(p.namespace, self.idx.ns_labels)
+            )
+            self.idx.memo[pkey] = pods
+        held = self.idx.reservations_by_node.get(node)
+        frozen = pods | {r.namespace for r, _ in held} if held else pods
+        self.idx.rmemo[key] = frozen
         return frozen
 
     def isolation_ok(self, node: str) -> bool:
@@ -229,10 +233,11 @@ class _Ctx:
         sov = self.policies.sovereignty
         key = ("isolation", node, self.wl.namespace, id(sov))
         hit = self.idx.memo.get(key)
-        if isinstance(hit, tuple) and hit[0] is sov:
-            return bool(hit[1])
+        held = self.occupants(node)
+        if isinstance(hit, tuple) and hit[0] is sov and hit[1] == held:
+            return bool(hit[2])
         ok = self._isolation_ok(node)
-        self.idx.memo[key] = (sov, ok)
+        self.idx.memo[key] = (sov, held, ok)  # valid while the node's occupants are the same
         return ok
 
     def _isolation_ok(self, node: str) -> bool:
