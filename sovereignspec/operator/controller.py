@@ -102,6 +102,10 @@ class Controller:
             tuple[str, str], tuple[Any, tuple[Reservation, tuple[str, str | None, str | None]] | None]
         ] = {}
         self._reading: TelemetryReading | None = None
+        self._base: tuple[tuple[list[Any], ...], ClusterSnapshot] | None = None
+        self._telemetry_cache: (
+            tuple[TelemetryReading, Mapping[PodRef, DraftIdentity], TelemetrySnapshot] | None
+        ) = None
         self._reader: PrometheusReader | None = None
         if settings.prometheus_url:
             self._reader = PrometheusReader(settings.prometheus_url, metrics=default_metrics())
@@ -163,9 +167,17 @@ class Controller:
             self._reader.set_spec(policy.spec.telemetry)
 
     def telemetry(self, identities: Mapping[PodRef, DraftIdentity]) -> TelemetrySnapshot | None:
-        if self._reading is None:
+        """The joined telemetry, the same object until the reading or the pods' draft identities change
+        (the decision core memoises per node on that identity)."""
+        reading = self._reading
+        if reading is None:
             return None
-        return telemetry_snapshot(self._reading, identities)
+        hit = self._telemetry_cache
+        if hit is not None and hit[0] is reading and hit[1] == identities:
+            return hit[2]
+        tel = telemetry_snapshot(reading, identities)
+        self._telemetry_cache = (reading, identities, tel)
+        return tel
 
     # ---- AdmissionChecks -----------------------------------------------------------------------
 
@@ -331,8 +343,30 @@ class Controller:
                 reservations[(r.namespace, r.name)] = r
         if exclude is not None:
             reservations.pop(exclude, None)
+        return self._base_snapshot(views).with_reservations(list(reservations.values()), holding)
+
+    def _base_snapshot(self, views: Views) -> ClusterSnapshot:
+        """Everything but the reservations, reused while the indexes hold the same parsed objects; on a
+        change, the new snapshot keeps what the old one memoised about unchanged nodes."""
         policies = [p for p in views.speculation_policies.values() if isinstance(p, SpeculationPolicy)]
-        return ClusterSnapshot(
+        parts: tuple[list[Any], ...] = (
+            views.nodes,
+            views.pods,
+            views.namespaces,
+            views.flavors,
+            views.checks,
+            policies,
+            views.sovereignty_policies,
+        )
+        tel = self.telemetry(views.identities)
+        prev = self._base
+        if (
+            prev is not None
+            and prev[1].telemetry is tel
+            and all(_same(a, b) for a, b in zip(prev[0], parts, strict=True))
+        ):
+            return prev[1]
+        snap = ClusterSnapshot(
             nodes=views.nodes,
             pods=views.pods,
             namespaces=views.namespaces,
@@ -340,10 +374,12 @@ class Controller:
             admission_checks=views.checks,
             speculation_policies=policies,
             sovereignty_policies=views.sovereignty_policies,
-            reservations=list(reservations.values()),
-            workloads=holding,
-            telemetry=self.telemetry(views.identities),
+            telemetry=tel,
         )
+        if prev is not None:
+            snap.carry_index_from(prev[1])
+        self._base = (parts, snap)
+        return snap
 
     async def on_workload(
         self, body: Mapping[str, Any], views_fn: Callable[[], Views], ours: set[str]
@@ -353,6 +389,14 @@ class Controller:
         status = body.get("status") or {}
         entries = [e for e in (status.get("admissionChecks") or []) if e.get("name") in ours]
         if not entries:
+            return
+        if not any(e.get("state") == "Pending" for e in entries):
+            # Most events of a workload (our own answer echoed, Kueue admitting it, its pods
+            # starting) need no decision: answer them from the raw body, without parsing it.
+            if not holding(body):
+                self.forget(uid)
+            for e in entries:
+                self._answered.pop(f"{uid}/{e.get('name')}", None)
             return
         try:
             wl = parse_workload_safe(body)
@@ -529,6 +573,23 @@ class Controller:
             )
             return
         _post_event(body, type="Warning", reason="SpeculationUnreadable", message=message[:1024])
+
+
+def _condition(body: Mapping[str, Any], kind: str) -> bool:
+    conds = (body.get("status") or {}).get("conditions") or []
+    return any(isinstance(c, Mapping) and c.get("type") == kind and c.get("status") == "True" for c in conds)
+
+
+def holding(body: Mapping[str, Any]) -> bool:
+    """Quota reserved (or admitted) and neither evicted nor finished: its decision is a reservation
+    (the raw-body twin of WorkloadInfo's quota_reserved / evicted / finished)."""
+    reserved = _condition(body, "QuotaReserved") or bool((body.get("status") or {}).get("admission"))
+    return reserved and not _condition(body, "Evicted") and not _condition(body, "Finished")
+
+
+def _same(a: list[Any], b: list[Any]) -> bool:
+    """Same parsed objects (kopf replaces an index entry on every event of its object)."""
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
 def _post_event(body: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:

@@ -59,11 +59,21 @@ def evaluate_drift(
         return None
     node = st.node
     own = (wl.namespace, wl.name)
+    idx = snap.index
+    # What a one-node decision reads: the node's pods and those its GPU samples name (a sweep over
+    # every admitted decision must not scan every pod of the cluster for each).
+    near = {(p.namespace, p.name): p for p in idx.pods_by_node.get(node, ())}
+    for g in idx.gpus_by_node.get(node, ()):
+        for ref in g.pods:
+            named = idx.pod_by_key.get((ref.namespace, ref.name))
+            if named is not None:
+                near.setdefault((named.namespace, named.name), named)
+    node_info = idx.node_by_name.get(node)
     restricted = ClusterSnapshot(
-        nodes=[n for n in snap.nodes if n.name == node],
+        nodes=[node_info] if node_info is not None else [],
         pods=[
             p
-            for p in snap.pods
+            for p in near.values()
             if not (p.namespace == own[0] and p.annotations.get(ANNOTATION_DECISION) == own[1])
         ],
         namespaces=snap.namespaces,
@@ -71,7 +81,7 @@ def evaluate_drift(
         admission_checks=snap.admission_checks,
         speculation_policies=snap.speculation_policies,
         sovereignty_policies=snap.sovereignty_policies,
-        reservations=[r for r in snap.reservations if (r.namespace, r.name) != own],
+        reservations=[r for r, _ in idx.reservations_by_node.get(node, ()) if (r.namespace, r.name) != own],
         workloads=snap.workloads,
         telemetry=snap.telemetry,
     )

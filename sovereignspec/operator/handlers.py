@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import kopf
 
 from sovereignspec.api.speculation_policy import SpeculationPolicy
 from sovereignspec.kube.pod_workloads import owner_pod, with_pod_metadata
 from sovereignspec.model.cluster import WorkloadRef
-from sovereignspec.operator.controller import Controller, Views
+from sovereignspec.operator.controller import Controller, Views, holding
 from sovereignspec.policy.parse import (
     ParseError,
     parse_admission_check,
@@ -38,17 +38,6 @@ OURS = ("sovereignspec.io", "v1alpha1")
 
 def _values(index: Mapping[Any, Iterable[T]]) -> list[T]:
     return [v for store in index.values() for v in store]
-
-
-def _condition(body: Mapping[str, Any], kind: str) -> bool:
-    conds = (body.get("status") or {}).get("conditions") or []
-    return any(isinstance(c, Mapping) and c.get("type") == kind and c.get("status") == "True" for c in conds)
-
-
-def _holding(body: Mapping[str, Any]) -> bool:
-    """Quota reserved (or admitted) and neither evicted nor finished: its decision is a reservation."""
-    reserved = _condition(body, "QuotaReserved") or bool((body.get("status") or {}).get("admission"))
-    return reserved and not _condition(body, "Evicted") and not _condition(body, "Finished")
 
 
 def _safe(what: str, fn: Callable[[Mapping[str, Any]], T], body: Mapping[str, Any]) -> T | None:
@@ -95,18 +84,30 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
     # async: kopf runs sync handlers in its thread pool; a hop per watch event costs more than these
     # small parses (they never block).
 
+    def unchanged(index: str, key: Any, value: T) -> T:
+        """The value already indexed under `key` when equal to `value`: heartbeats and status updates
+        that change nothing we keep leave the indexed object as it was, so the controller's snapshot
+        (which compares by identity) stays valid."""
+        live = ctrl.indexes
+        if live is None or index not in live:
+            return value
+        for old in live[index].get(key, ()):
+            if old == value:
+                return cast(T, old)
+        return value
+
     @kopf.index("", "v1", "nodes", registry=registry, id="ss_nodes")
     async def ss_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
         n = _safe("Node", parse_node, body)
-        return {name: n} if n is not None else {}
+        return {name: unchanged("ss_nodes", name, n)} if n is not None else {}
 
     @kopf.index("", "v1", "pods", registry=registry, id="ss_pods")
     async def ss_pods(body: kopf.Body, **_: Any) -> dict[Any, Any]:
         p = _safe("Pod", parse_pod, body)
         if p is None or (p.node is None and p.gpu_request == 0):
             return {}
-        ref, ident = pod_ref(body), draft_identity(body)
-        return {(p.namespace, p.name): (p, ref, ident)}
+        key = (p.namespace, p.name)
+        return {key: unchanged("ss_pods", key, (p, pod_ref(body), draft_identity(body)))}
 
     @kopf.index("", "v1", "namespaces", registry=registry, id="ss_namespaces")
     async def ss_namespaces(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
@@ -144,14 +145,16 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
         namespace: str | None, name: str, uid: str, body: kopf.Body, **_: Any
     ) -> dict[Any, Any]:
         out: dict[Any, Any] = {}
-        if _holding(body):
+        if holding(body):
             out[("holding", namespace, name)] = WorkloadRef(
                 namespace=namespace or "default", name=name, uid=uid
             )
             out[("body", namespace, name)] = dict(body)
         return out
 
-    def views(idx: Mapping[str, Any]) -> Views:
+    def views(idx: Mapping[str, Any], bodies: bool = False) -> Views:
+        """Typed views over the indexes; workload bodies only for the drift sweep (a decision reads
+        only which workloads are live, and copying every body per decision was O(workloads))."""
         pods = _values(idx["ss_pods"])
         specs: dict[str, SpeculationPolicy | str] = {}
         for key, store in idx["ss_spec_policies"].items():
@@ -173,7 +176,9 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
                 for k, s in idx["ss_workloads"].items()
                 if k[0] == "body"
                 for b in s
-            },
+            }
+            if bodies
+            else {},
         )
 
     def pending_bodies(idx: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -241,7 +246,7 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
                 log.info("resync: %s", exc)
 
     ctrl.resync = resync
-    ctrl.views_fn = lambda: views(ctrl.indexes) if ctrl.indexes is not None else Views()
+    ctrl.views_fn = lambda: views(ctrl.indexes, bodies=True) if ctrl.indexes is not None else Views()
 
     @kopf.on.startup(registry=registry)
     async def start_background(**_: Any) -> None:
