@@ -91,6 +91,7 @@ def _crd(
     columns: list[dict[str, Any]],
     short_names: list[str],
     spec_required: bool = True,
+    status_subresource: bool = True,
 ) -> dict[str, Any]:
     props: dict[str, Any] = {
         "apiVersion": {"type": "string"},
@@ -109,7 +110,7 @@ def _crd(
         "storage": True,
         "schema": {"openAPIV3Schema": top},
     }
-    if status_model is not None:
+    if status_model is not None and status_subresource:
         version["subresources"] = {"status": {}}
     if columns:
         version["additionalPrinterColumns"] = columns
@@ -166,7 +167,10 @@ def crds() -> dict[str, dict[str, Any]]:
              _col("Speedup", ".status.predictedSpeedup", "number"), _col("Slack", ".status.slack", "number"),
              _col("Node", ".status.node"), _col("State", ".status.state"), _col("Reason", ".status.reason"),
              _col("Age", ".metadata.creationTimestamp", "date")],
-            ["specdec"],
+            # No status subresource: a record only the operator writes, in ONE server-side apply of
+            # metadata, spec and status (the reservation must be durable before our entry turns
+            # Ready; a second request per decision was a third of the operator's API round trips).
+            ["specdec"], status_subresource=False,
         ),
     }  # fmt: skip
 

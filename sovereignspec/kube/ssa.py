@@ -76,32 +76,29 @@ def apply_admission_check_condition(
     return _apply_status(api, "admissionchecks", body, field_manager)
 
 
-def apply_decision(api: client.ApiClient, *, obj: Mapping[str, Any], field_manager: str) -> dict[str, Any]:
-    """Create or update a SpeculationDecision: metadata and spec, then its status subresource."""
-    meta = obj["metadata"]
-    namespace, name = meta["namespace"], meta["name"]
-    co = client.CustomObjectsApi(api)
-    main = {k: v for k, v in obj.items() if k != "status"}
-    co.patch_namespaced_custom_object(
+def _apply_decision_fields(
+    api: client.ApiClient, body: Mapping[str, Any], field_manager: str
+) -> dict[str, Any]:
+    """Forced server-side apply on a SpeculationDecision (no status subresource: status is applied
+    with the rest of the object)."""
+    meta = body["metadata"]
+    result = client.CustomObjectsApi(api).patch_namespaced_custom_object(
         SS_GROUP,
         SS_VERSION,
-        namespace,
+        meta["namespace"],
         "speculationdecisions",
-        name,
-        main,
+        meta["name"],
+        dict(body),
         field_manager=field_manager,
         force=True,
         _content_type=APPLY,
     )
-    if "status" not in obj:
-        return dict(main)
-    status_body = {
-        "apiVersion": obj["apiVersion"],
-        "kind": obj["kind"],
-        "metadata": {"name": name, "namespace": namespace},
-        "status": obj["status"],
-    }
-    return _apply_status(api, "speculationdecisions", status_body, field_manager)
+    return cast(dict[str, Any], result)
+
+
+def apply_decision(api: client.ApiClient, *, obj: Mapping[str, Any], field_manager: str) -> dict[str, Any]:
+    """Create or update a SpeculationDecision, metadata, spec and status, in one request."""
+    return _apply_decision_fields(api, obj, field_manager)
 
 
 def apply_decision_conditions(
@@ -120,4 +117,4 @@ def apply_decision_conditions(
         "metadata": {"name": name, "namespace": namespace},
         "status": {"conditions": [dict(c) for c in conditions]},
     }
-    return _apply_status(api, "speculationdecisions", body, field_manager)
+    return _apply_decision_fields(api, body, field_manager)
