@@ -122,6 +122,9 @@ class SnapshotIndex:
     gpus_by_node: dict[str, list[GpuSample]]
     engine_by_pod: dict[tuple[str, str], EngineSample]
     _fingerprints: dict[str, tuple[object, ...]]
+    _nodes: list[NodeInfo]
+    _named_on: dict[tuple[str, str], set[str]]
+    """Pod key -> nodes whose GPU samples name it (a fact about a node reads those pods too)."""
     inputs: tuple[list[GpuSample] | None, list[EngineSample] | None, list[NamespaceInfo]]
     """The global parts any memoised fact may read: GPU and engine samples, namespace labels (not the
     acceptance samples: they change with every pod's draft identity and no per-node fact reads them)."""
@@ -141,7 +144,9 @@ class SnapshotIndex:
             self.engine_by_pod = base.engine_by_pod
             self.inputs = base.inputs
             self._fingerprints = base._fingerprints
-        else:
+            self._nodes = base._nodes
+            self._named_on = base._named_on
+        elif carry is None or not self._patch(snap, carry):
             self._build(snap)
             if carry is not None:
                 self._carry(carry)
@@ -159,6 +164,7 @@ class SnapshotIndex:
     def _build(self, snap: ClusterSnapshot) -> None:
         self.memo = {}
         self._fingerprints = {}
+        self._nodes = snap.nodes
         self.node_by_name = {n.name: n for n in snap.nodes}
         self.ns_labels = {n.name: n.labels for n in snap.namespaces}
         self.pods_by_node = {}
@@ -184,6 +190,62 @@ class SnapshotIndex:
                 self.engine_by_pod[(e.namespace, e.pod)] = e
         tel = snap.telemetry
         self.inputs = (tel.gpus if tel else None, tel.engines if tel else None, snap.namespaces)
+        self._named_on = {}
+        for g in tel.gpus if tel else ():
+            for ref in g.pods:
+                self._named_on.setdefault((ref.namespace, ref.name), set()).add(g.node)
+
+    def _patch(self, snap: ClusterSnapshot, old: SnapshotIndex) -> bool:
+        """Only pods changed (nodes, namespaces and samples are the same objects): patch `old`'s
+        groupings for the pods that changed and keep every fact about the nodes they do not touch.
+        O(pods) identity checks instead of regrouping every pod and GPU sample of the cluster."""
+        tel = snap.telemetry
+        inputs = (tel.gpus if tel else None, tel.engines if tel else None, snap.namespaces)
+        if not _same(snap.nodes, old._nodes) or not all(
+            _same(a or (), b or ()) for a, b in zip(inputs, old.inputs, strict=True)
+        ):
+            return False
+        pod_by_key = {(p.namespace, p.name): p for p in snap.pods}
+        if len(pod_by_key) != len(snap.pods):
+            return False  # one key twice (a hand-written scenario): the full build counts both
+        changed = {k for k, p in pod_by_key.items() if old.pod_by_key.get(k) is not p}
+        if len(pod_by_key) - len(changed) != len(old.pod_by_key):  # some pods are gone
+            changed |= {k for k in old.pod_by_key if k not in pod_by_key}
+        touched: set[str] = set()
+        self.pods_by_node = dict(old.pods_by_node)
+        self.gpu_used = dict(old.gpu_used)
+        self.bound_by_decision = dict(old.bound_by_decision)
+        for k in changed:
+            for p, sign in ((old.pod_by_key.get(k), -1), (pod_by_key.get(k), 1)):
+                if p is None or not p.active or p.node is None:
+                    continue
+                touched.add(p.node)
+                self.gpu_used[p.node] = self.gpu_used.get(p.node, 0) + sign * p.gpu_request
+                dec = p.annotations.get("sovereignspec.io/decision")
+                if dec:
+                    key = (p.namespace, dec)
+                    self.bound_by_decision[key] = self.bound_by_decision.get(key, 0) + sign * p.gpu_request
+            touched |= old._named_on.get(k, set())
+        for n in touched:
+            kept = [p for p in old.pods_by_node.get(n, ()) if (p.namespace, p.name) not in changed]
+            kept += [p for k in changed if (p := pod_by_key.get(k)) is not None and p.active and p.node == n]
+            if kept:
+                self.pods_by_node[n] = kept
+            else:
+                self.pods_by_node.pop(n, None)
+        self.pod_by_key = pod_by_key
+        self._nodes = old._nodes
+        self.node_by_name = old.node_by_name
+        self.ns_labels = old.ns_labels
+        self.gpus_by_node = old.gpus_by_node
+        self.engine_by_pod = old.engine_by_pod
+        self.inputs = old.inputs
+        self._named_on = old._named_on
+        self._fingerprints = {n: f for n, f in old._fingerprints.items() if n not in touched}
+        self.memo = {
+            k: v for k, v in old.memo.items() if not (isinstance(k, tuple) and len(k) > 1 and k[1] in touched)
+        }
+        return True
 
     def node_inputs(self, node: str) -> tuple[object, ...]:
         """Everything a memoised fact about `node` reads (compared by identity first, then value)."""
