@@ -181,17 +181,14 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
             else {},
         )
 
-    def pending_bodies(idx: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """Holding workloads with some check still Pending (ours is filtered by the controller)."""
-        out = []
-        for k, store in idx["ss_workloads"].items():
-            if k[0] != "body":
-                continue
-            for b in store:
-                checks = (b.get("status") or {}).get("admissionChecks") or []
-                if any(isinstance(c, Mapping) and c.get("state") == "Pending" for c in checks):
-                    out.append(b)
-        return out
+    def pending_body(idx: Mapping[str, Any], key: Any) -> dict[str, Any] | None:
+        """The index's current body under `key` when it still has some check Pending (ours is
+        filtered by the controller)."""
+        for b in idx["ss_workloads"].get(key, ()):
+            checks = (b.get("status") or {}).get("admissionChecks") or []
+            if any(isinstance(c, Mapping) and c.get("state") == "Pending" for c in checks):
+                return cast(dict[str, Any], b)
+        return None
 
     # ---- AdmissionChecks: keep Active, react to policy changes -------------------------------------
 
@@ -239,7 +236,13 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
         idx = ctrl.indexes
         if idx is None:
             return
-        for wl in pending_bodies(idx):
+        for key in [k for k in idx["ss_workloads"] if k[0] == "body" and pending_body(idx, k) is not None]:
+            # Re-read each body when its turn comes: a sweep over a long backlog outlives the bodies it
+            # started from, and a stale Pending body seen after our answer landed was decided again
+            # (the decision record rewritten, the entry write refused: the two disagreed).
+            wl = pending_body(idx, key)
+            if wl is None:
+                continue
             try:
                 await ctrl.on_workload(with_owner_pod(wl, idx), lambda: views(idx), ctrl_checks(idx))
             except kopf.TemporaryError as exc:
