@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 import kopf
 from kubernetes import client
@@ -65,7 +65,6 @@ from sovereignspec.telemetry.reader import PrometheusReader
 from sovereignspec.telemetry.reading import TelemetryReading
 
 log = logging.getLogger("sovereignspec.controller")
-T = TypeVar("T")
 
 
 @dataclass
@@ -103,7 +102,6 @@ class Controller:
             tuple[str, str], tuple[Any, tuple[Reservation, tuple[str, str | None, str | None]] | None]
         ] = {}
         self._reading: TelemetryReading | None = None
-        self._parsed: dict[tuple[str, str, str], tuple[Any, Any]] = {}
         self._base: tuple[tuple[list[Any], ...], ClusterSnapshot] | None = None
         self._telemetry_cache: (
             tuple[TelemetryReading, Mapping[PodRef, DraftIdentity], TelemetrySnapshot] | None
@@ -212,23 +210,21 @@ class Controller:
         log.debug(
             "drift sweep over %d decisions, %d holding workloads", len(views.decisions), len(views.holding)
         )
-        seen: set[tuple[str, str]] = set()
         for raw in views.decisions:
             try:
-                dec = self._cached_parse("decision", raw, SpeculationDecision.model_validate)
+                dec = SpeculationDecision.model_validate(raw)
             except ValueError as exc:
                 log.warning(
                     "unreadable SpeculationDecision %s: %s", (raw.get("metadata") or {}).get("name"), exc
                 )
                 continue
             ns, name = dec.metadata.namespace or "default", dec.metadata.name
-            seen.add((ns, name))
             body = views.holding_bodies.get((ns, name))
             if body is None or dec.spec.admission_check is None or dec.status is None:
                 log.debug("drift: %s/%s has no holding workload or no record", ns, name)
                 continue
             try:
-                wl = self._cached_parse("workload", body, parse_workload_safe)
+                wl = parse_workload_safe(body)
             except ParseError:
                 continue
             entry = wl.check(dec.spec.admission_check)
@@ -285,21 +281,6 @@ class Controller:
                 continue
             DRIFT_CHECKS.labels(outcome=outcome).inc()
         DRIFT_GAUGE.set(drifted)
-        for k in [k for k in self._parsed if (k[1], k[2]) not in seen]:
-            del self._parsed[k]  # deleted decisions and their workloads
-
-    def _cached_parse(self, kind: str, raw: Mapping[str, Any], parse: Callable[[Any], T]) -> T:
-        """`parse(raw)` memoised per object and resourceVersion: a sweep re-read every admitted
-        decision and workload every time although few change between two sweeps."""
-        meta = raw.get("metadata") or {}
-        key = (kind, str(meta.get("namespace") or "default"), str(meta.get("name")))
-        rv = meta.get("resourceVersion")
-        hit = self._parsed.get(key)
-        if hit is not None and rv is not None and hit[0] == rv:
-            return cast(T, hit[1])
-        value = parse(raw)
-        self._parsed[key] = (rv, value)
-        return value
 
     # ---- Workloads -----------------------------------------------------------------------------
 
