@@ -59,12 +59,6 @@ class PrometheusReader:
         self._lock = threading.Lock()
         self._cached: TelemetryReading | None = None
         self._cached_at = -math.inf
-        self._clients: dict[Query, PrometheusConnect] = {}
-        """One client (one HTTP session, kept-alive connection) per query: a fresh one per query opened
-        a TCP connection and re-read proxy and netrc settings every time (7 % of the operator's CPU in
-        bench/scale_bench.py). Per query, not shared: a query abandoned past its deadline may still
-        be reading when the next refresh sends the same query, on a connection of its own."""
-        self._clients_lock = threading.Lock()
 
     @property
     def spec(self) -> TelemetrySpec:
@@ -148,7 +142,12 @@ class PrometheusReader:
     def _query(self, q: Query, promql: str, timeout: float) -> QueryResult:
         """One query; every failure becomes a Gap (this runs in a worker thread: never raise)."""
         try:
-            client = self._client(q, timeout)
+            client = PrometheusConnect(
+                url=self.url,
+                headers=self._headers or None,
+                retry=_NO_RETRY,
+                timeout=timeout,
+            )
             # Prometheus' own evaluation timeout too, so it gives up when we do.
             raw: Any = client.custom_query(promql, params={"timeout": f"{timeout:g}s"}, timeout=timeout)
         except requests.exceptions.Timeout:
@@ -165,16 +164,6 @@ class PrometheusReader:
             return Gap(q.value, GapCode.ERROR, f"{type(exc).__name__}: {_short(exc)}")
         samples, gap = parse_vector(q.value, raw)
         return gap if gap is not None else samples
-
-    def _client(self, q: Query, timeout: float) -> PrometheusConnect:
-        with self._clients_lock:
-            client = self._clients.get(q)
-            if client is None:
-                client = PrometheusConnect(
-                    url=self.url, headers=self._headers or None, retry=_NO_RETRY, timeout=timeout
-                )
-                self._clients[q] = client
-            return client
 
 
 # One try per refresh: a retry would blow the deadline; the next refresh is the retry.
