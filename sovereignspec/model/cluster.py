@@ -122,6 +122,8 @@ class SnapshotIndex:
     gpus_by_node: dict[str, list[GpuSample]]
     engine_by_pod: dict[tuple[str, str], EngineSample]
     _fingerprints: dict[str, tuple[object, ...]]
+    how: str = "derived"
+    """How this index was had: full (grouped from scratch), patched, or derived (shared with a base)."""
     _nodes: list[NodeInfo]
     _named_on: dict[tuple[str, str], set[str]]
     """Pod key -> nodes whose GPU samples name it (a fact about a node reads those pods too)."""
@@ -146,7 +148,10 @@ class SnapshotIndex:
             self._fingerprints = base._fingerprints
             self._nodes = base._nodes
             self._named_on = base._named_on
-        elif carry is None or not self._patch(snap, carry):
+        elif carry is not None and self._patch(snap, carry):
+            self.how = "patched"
+        else:
+            self.how = "full"
             self._build(snap)
             if carry is not None:
                 self._carry(carry)

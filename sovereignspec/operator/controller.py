@@ -51,6 +51,7 @@ from sovereignspec.operator.metrics import (
     DECISIONS,
     DRIFT_CHECKS,
     DRIFT_GAUGE,
+    SNAPSHOT_BUILDS,
 )
 from sovereignspec.operator.settings import OperatorSettings
 from sovereignspec.policy.admission_check import entry_wire, set_admission_check_state
@@ -365,6 +366,7 @@ class Controller:
             and prev[1].telemetry is tel
             and all(_same(a, b) for a, b in zip(prev[0], parts, strict=True))
         ):
+            SNAPSHOT_BUILDS.labels(how="reused").inc()
             return prev[1]
         # model_construct: every part is already a parsed, validated object from the indexes.
         snap = ClusterSnapshot.model_construct(
@@ -379,6 +381,7 @@ class Controller:
         )
         if prev is not None:
             snap.carry_index_from(prev[1])
+        SNAPSHOT_BUILDS.labels(how=snap.index.how).inc()
         self._base = (parts, snap)
         return snap
 

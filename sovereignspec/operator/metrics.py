@@ -36,6 +36,13 @@ DRIFT_CHECKS = Counter(
     ["outcome"],
     registry=REGISTRY,
 )
+SNAPSHOT_BUILDS = Counter(
+    "sovereignspec_snapshot_builds_total",
+    "Base snapshots behind decisions, by how they were had: reused (nothing but reservations changed), "
+    "patched (only pods changed), full (nodes, namespaces or telemetry changed).",
+    ["how"],
+    registry=REGISTRY,
+)
 LEADER = Gauge("sovereignspec_leader", "1 while this replica holds the leader lease.", registry=REGISTRY)
 ACTIVE_CHECKS = Gauge(
     "sovereignspec_admission_checks_active",
