@@ -69,6 +69,14 @@ def evaluate_drift(
             if named is not None:
                 near.setdefault((named.namespace, named.name), named)
     node_info = idx.node_by_name.get(node)
+    tel = snap.telemetry
+    if tel is not None:  # the node's GPU samples and its pods' engines, not the cluster's thousands
+        tel = tel.model_copy(
+            update={
+                "gpus": idx.gpus_by_node.get(node, []),
+                "engines": [e for k in near if (e := idx.engine_by_pod.get(k)) is not None],
+            }
+        )
     restricted = ClusterSnapshot(
         nodes=[node_info] if node_info is not None else [],
         pods=[
@@ -83,7 +91,7 @@ def evaluate_drift(
         sovereignty_policies=snap.sovereignty_policies,
         reservations=[r for r, _ in idx.reservations_by_node.get(node, ()) if (r.namespace, r.name) != own],
         workloads=snap.workloads,
-        telemetry=snap.telemetry,
+        telemetry=tel,
     )
     as_pending = wl.model_copy(
         update={
