@@ -15,7 +15,7 @@ from functools import cached_property
 from pydantic import ConfigDict
 
 from sovereignspec.api.base import Model
-from sovereignspec.api.meta import Toleration
+from sovereignspec.api.meta import ANNOTATION_DECISION, Toleration
 from sovereignspec.api.sovereignty_policy import SovereigntyPolicy
 from sovereignspec.api.speculation_policy import SpeculationPolicy
 from sovereignspec.model.telemetry import EngineSample, GpuSample, TelemetrySnapshot
@@ -127,7 +127,7 @@ class SnapshotIndex:
     _nodes: list[NodeInfo]
     _named_on: dict[tuple[str, str], set[str]]
     """Pod key -> nodes whose GPU samples name it (a fact about a node reads those pods too)."""
-    inputs: tuple[list[GpuSample] | None, list[EngineSample] | None, list[NamespaceInfo]]
+    inputs: Inputs
     """The global parts any memoised fact may read: GPU and engine samples, namespace labels (not the
     acceptance samples: they change with every pod's draft identity and no per-node fact reads them)."""
 
@@ -181,11 +181,7 @@ class SnapshotIndex:
             if not p.active or p.node is None:
                 continue
             self.pods_by_node.setdefault(p.node, []).append(p)
-            self.gpu_used[p.node] = self.gpu_used.get(p.node, 0) + p.gpu_request
-            dec = p.annotations.get("sovereignspec.io/decision")
-            if dec:
-                key = (p.namespace, dec)
-                self.bound_by_decision[key] = self.bound_by_decision.get(key, 0) + p.gpu_request
+            self._count(p, p.node, 1)
         self.gpus_by_node = {}
         self.engine_by_pod = {}
         if snap.telemetry is not None:
@@ -193,22 +189,26 @@ class SnapshotIndex:
                 self.gpus_by_node.setdefault(g.node, []).append(g)
             for e in snap.telemetry.engines:
                 self.engine_by_pod[(e.namespace, e.pod)] = e
+        self.inputs = _global_inputs(snap)
         tel = snap.telemetry
-        self.inputs = (tel.gpus if tel else None, tel.engines if tel else None, snap.namespaces)
         self._named_on = {}
         for g in tel.gpus if tel else ():
             for ref in g.pods:
                 self._named_on.setdefault((ref.namespace, ref.name), set()).add(g.node)
 
+    def _count(self, p: PodInfo, node: str, sign: int) -> None:
+        """Add (sign 1) or remove (-1) a bound pod's GPUs on its node and under its decision."""
+        self.gpu_used[node] = self.gpu_used.get(node, 0) + sign * p.gpu_request
+        dec = p.annotations.get(ANNOTATION_DECISION)
+        if dec:
+            key = (p.namespace, dec)
+            self.bound_by_decision[key] = self.bound_by_decision.get(key, 0) + sign * p.gpu_request
+
     def _patch(self, snap: ClusterSnapshot, old: SnapshotIndex) -> bool:
         """Only pods changed (nodes, namespaces and samples are the same objects): patch `old`'s
         groupings for the pods that changed and keep every fact about the nodes they do not touch.
         O(pods) identity checks instead of regrouping every pod and GPU sample of the cluster."""
-        tel = snap.telemetry
-        inputs = (tel.gpus if tel else None, tel.engines if tel else None, snap.namespaces)
-        if not _same(snap.nodes, old._nodes) or not all(
-            _same(a or (), b or ()) for a, b in zip(inputs, old.inputs, strict=True)
-        ):
+        if not same_items(snap.nodes, old._nodes) or not _same_inputs(_global_inputs(snap), old.inputs):
             return False
         pod_by_key = {(p.namespace, p.name): p for p in snap.pods}
         if len(pod_by_key) != len(snap.pods):
@@ -225,11 +225,7 @@ class SnapshotIndex:
                 if p is None or not p.active or p.node is None:
                     continue
                 touched.add(p.node)
-                self.gpu_used[p.node] = self.gpu_used.get(p.node, 0) + sign * p.gpu_request
-                dec = p.annotations.get("sovereignspec.io/decision")
-                if dec:
-                    key = (p.namespace, dec)
-                    self.bound_by_decision[key] = self.bound_by_decision.get(key, 0) + sign * p.gpu_request
+                self._count(p, p.node, sign)
             touched |= old._named_on.get(k, set())
         for n in touched:
             kept = [p for p in old.pods_by_node.get(n, ()) if (p.namespace, p.name) not in changed]
@@ -247,9 +243,7 @@ class SnapshotIndex:
         self.inputs = old.inputs
         self._named_on = old._named_on
         self._fingerprints = {n: f for n, f in old._fingerprints.items() if n not in touched}
-        self.memo = {
-            k: v for k, v in old.memo.items() if not (isinstance(k, tuple) and len(k) > 1 and k[1] in touched)
-        }
+        self.memo = {k: v for k, v in old.memo.items() if _memo_node(k) not in touched}
         return True
 
     def node_inputs(self, node: str) -> tuple[object, ...]:
@@ -269,15 +263,33 @@ class SnapshotIndex:
         )
 
     def _carry(self, old: SnapshotIndex) -> None:
-        if not all(_same(a or (), b or ()) for a, b in zip(self.inputs, old.inputs, strict=True)):
+        if not _same_inputs(self.inputs, old.inputs):
             return  # GPU and engine samples, namespace labels: every fact may read them
         kept = {n for n in self.node_by_name if self.node_inputs(n) == old.node_inputs(n)}
         for key, value in old.memo.items():
-            if isinstance(key, tuple) and len(key) > 1 and (key[1] in kept or key[0] == "ns-rules"):
+            if _memo_node(key) in kept or (isinstance(key, tuple) and key[0] == "ns-rules"):
                 self.memo[key] = value
 
 
-def _same(a: Sequence[object], b: Sequence[object]) -> bool:
+Inputs = tuple[list[GpuSample] | None, list[EngineSample] | None, list[NamespaceInfo]]
+
+
+def _global_inputs(snap: ClusterSnapshot) -> Inputs:
+    tel = snap.telemetry
+    return (tel.gpus if tel else None, tel.engines if tel else None, snap.namespaces)
+
+
+def _same_inputs(a: Inputs, b: Inputs) -> bool:
+    return all(same_items(x or (), y or ()) for x, y in zip(a, b, strict=True))
+
+
+def _memo_node(key: object) -> object:
+    """The node a memo key is about (keys are `(kind, node, ...)`), None for other keys."""
+    return key[1] if isinstance(key, tuple) and len(key) > 1 else None
+
+
+def same_items(a: Sequence[object], b: Sequence[object]) -> bool:
+    """The same objects in the same order: compared by identity first, then by value."""
     return len(a) == len(b) and all(x is y or x == y for x, y in zip(a, b, strict=True))
 
 

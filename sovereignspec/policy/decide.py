@@ -275,7 +275,7 @@ class _Ctx:
         samples = self.idx.gpus_by_node.get(node.name, [])
         if not samples:
             return [], None, None
-        replicas = max(1, node.gpu_allocatable // len(samples)) if node.gpu_allocatable else 1
+        replicas = _replicas(node, samples)
         free = [g for g in samples if len(g.pods) < replicas] or samples
         loads = [g.tensor_active for g in free]
         u: float | None
@@ -837,8 +837,11 @@ def _neighbours_uncached(
             key = (p.namespace, p.name)
             u = float(g.tensor_active or 0.0)
             seen[key] = max(seen.get(key, 0.0), u)
-    for key in _unattributed_gpu_pods(ctx, node) if gpus else ():
-        seen[key] = max(seen.get(key, 0.0), max(float(g.tensor_active or 0.0) for g in gpus))
+    unattributed = _unattributed_gpu_pods(ctx, node) if gpus else []
+    if unattributed:
+        u_shared = max(float(g.tensor_active or 0.0) for g in gpus)
+        for key in unattributed:
+            seen[key] = max(seen.get(key, 0.0), u_shared)
     out = []
     product_default = node.labels.get(LABEL_GPU_PRODUCT) or next(
         (g.model_name for g in gpus if g.model_name), None
@@ -866,11 +869,16 @@ def _neighbours_uncached(
     return out
 
 
+def _replicas(node: NodeInfo, samples: Sequence[GpuSample]) -> int:
+    """Pods per GPU the node advertises (time-slicing replicas; 1 for whole GPUs)."""
+    return max(1, node.gpu_allocatable // len(samples)) if node.gpu_allocatable else 1
+
+
 def _unattributed_gpu_pods(ctx: _Ctx, node: NodeInfo) -> list[tuple[str, str]]:
     """GPU pods bound to a time-sliced node that no GPU sample names yet: dcgm-exporter's pod labels
     lag a pod's start by a collection interval, and such a pod may share any of the node's GPUs."""
     samples = ctx.idx.gpus_by_node.get(node.name, [])
-    if not samples or node.gpu_allocatable // len(samples) <= 1:
+    if not samples or _replicas(node, samples) <= 1:
         return []  # whole GPUs: an unattributed pod holds one of its own
     named = {(p.namespace, p.name) for g in samples for p in g.pods}
     return [
