@@ -76,29 +76,22 @@ def apply_admission_check_condition(
     return _apply_status(api, "admissionchecks", body, field_manager)
 
 
-def _apply_decision_fields(
-    api: client.ApiClient, body: Mapping[str, Any], field_manager: str
-) -> dict[str, Any]:
-    """Forced server-side apply on a SpeculationDecision (no status subresource: status is applied
-    with the rest of the object)."""
-    meta = body["metadata"]
+def apply_decision(api: client.ApiClient, *, obj: Mapping[str, Any], field_manager: str) -> dict[str, Any]:
+    """Create or update a SpeculationDecision, metadata, spec and status, in one forced server-side
+    apply (no status subresource: status is applied with the rest of the object)."""
+    meta = obj["metadata"]
     result = client.CustomObjectsApi(api).patch_namespaced_custom_object(
         SS_GROUP,
         SS_VERSION,
         meta["namespace"],
         "speculationdecisions",
         meta["name"],
-        dict(body),
+        dict(obj),
         field_manager=field_manager,
         force=True,
         _content_type=APPLY,
     )
     return cast(dict[str, Any], result)
-
-
-def apply_decision(api: client.ApiClient, *, obj: Mapping[str, Any], field_manager: str) -> dict[str, Any]:
-    """Create or update a SpeculationDecision, metadata, spec and status, in one request."""
-    return _apply_decision_fields(api, obj, field_manager)
 
 
 def apply_decision_conditions(
@@ -117,4 +110,4 @@ def apply_decision_conditions(
         "metadata": {"name": name, "namespace": namespace},
         "status": {"conditions": [dict(c) for c in conditions]},
     }
-    return _apply_decision_fields(api, body, field_manager)
+    return apply_decision(api, obj=body, field_manager=field_manager)

@@ -39,6 +39,7 @@ from sovereignspec.model.cluster import (
     PodInfo,
     Reservation,
     WorkloadRef,
+    same_items,
 )
 from sovereignspec.model.telemetry import PodRef, TelemetrySnapshot
 from sovereignspec.model.workload import WorkloadInfo
@@ -364,7 +365,7 @@ class Controller:
         if (
             prev is not None
             and prev[1].telemetry is tel
-            and all(_same(a, b) for a, b in zip(prev[0], parts, strict=True))
+            and all(same_items(a, b) for a, b in zip(prev[0], parts, strict=True))
         ):
             SNAPSHOT_BUILDS.labels(how="reused").inc()
             return prev[1]
@@ -589,11 +590,6 @@ def holding(body: Mapping[str, Any]) -> bool:
     (the raw-body twin of WorkloadInfo's quota_reserved / evicted / finished)."""
     reserved = _condition(body, "QuotaReserved") or bool((body.get("status") or {}).get("admission"))
     return reserved and not _condition(body, "Evicted") and not _condition(body, "Finished")
-
-
-def _same(a: list[Any], b: list[Any]) -> bool:
-    """Same parsed objects (kopf replaces an index entry on every event of its object)."""
-    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
 
 
 def _post_event(body: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:

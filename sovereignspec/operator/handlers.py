@@ -236,7 +236,7 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
         idx = ctrl.indexes
         if idx is None:
             return
-        for key in [k for k in idx["ss_workloads"] if k[0] == "body" and pending_body(idx, k) is not None]:
+        for key in [k for k in idx["ss_workloads"] if k[0] == "body"]:
             # Re-read each body when its turn comes: a sweep over a long backlog outlives the bodies it
             # started from, and a stale Pending body seen after our answer landed was decided again
             # (the decision record rewritten, the entry write refused: the two disagreed).
