@@ -1,18 +1,25 @@
-"""Calibration: fit an AcceleratorProfile step-time curve (and the draft cost c_d) so that the decision
-core's own S_real(k, B) = E[L(k)] / (t(B(k+1))/t(B) + k·c_d) reproduces a published speed-up curve.
+"""Calibration: AcceleratorProfile step-time tables, fitted two ways.
 
-Only ratios of t enter S_real, so the shape is fitted with t0 = 1 (t(T) = 1 + a·T + b·max(0, T - T_k),
-a hinge-shaped piecewise-linear table) by an exhaustive grid on MAPE; the absolute t0 comes from the
-product's roofline (weights / bandwidth), which the speed-ups cannot identify.
+From published speed-ups: fit the step-time curve (and the draft cost c_d) so that the decision core's
+own S_real(k, B) = E[L(k)] / (t(B(k+1))/t(B) + k·c_d) reproduces a published speed-up curve. Only ratios
+of t enter S_real, so the shape is fitted with t0 = 1 (t(T) = 1 + a·T + b·max(0, T - T_k), a hinge-shaped
+piecewise-linear table) by an exhaustive grid on MAPE; the absolute t0 comes from the product's roofline
+(weights / bandwidth), which the speed-ups cannot identify.
+
+From measured step times (`fit_step_table`, fed by `calibrate --measure`): (T, seconds) samples become a
+monotone piecewise-linear table by isotonic regression, with t(0) extrapolated from the first segment.
 """
 
 from __future__ import annotations
 
+import math
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from sovereignspec.api.speculation_policy import AcceleratorProfile, StepTimePoint
+from sovereignspec.api.speculation_policy import AcceleratorProfile, SpeculationPolicy, StepTimePoint
 from sovereignspec.model.acceptance import iid_expected_length
 
 
@@ -98,18 +105,111 @@ def fit(curve: PublishedCurve) -> Fit:
                float(c_d.ravel()[i[3]]), tuple(round(float(x), 3) for x in pred[i]), float(mape[i]))  # fmt: skip  # noqa: E501
 
 
-def gpu_present() -> str | None:
-    """Name of an NVIDIA GPU on this machine, or None (nvidia-smi missing or listing nothing)."""
-    import shutil
-    import subprocess
+def policy_fragment(profiles: Sequence[AcceleratorProfile], name: str = "calibrated") -> dict[str, object]:
+    """A SpeculationPolicy carrying `profiles` under `acceleratorProfiles`, checked against the API model.
 
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return None
-    try:
-        out = subprocess.run([exe, "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=10, check=False)  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    names = [x.strip() for x in out.stdout.splitlines() if x.strip()]
-    return names[0] if out.returncode == 0 and names else None
+    The same shape as sovereignspec/evidence/profiles/published.yaml: paste it into a policy or apply it.
+    """
+    fragment: dict[str, object] = {
+        "apiVersion": "sovereignspec.io/v1alpha1",
+        "kind": "SpeculationPolicy",
+        "metadata": {"name": name},
+        "spec": {"acceleratorProfiles": [p.wire() for p in profiles]},
+    }
+    SpeculationPolicy.model_validate(fragment)  # raises on a shape the operator would reject
+    return fragment
+
+
+MAX_TABLE_POINTS = 64
+"""AcceleratorProfile.stepTime holds at most 64 points (the CRD's maxItems)."""
+
+
+@dataclass(frozen=True)
+class StepTableFit:
+    """A monotone step-time table fitted to measured (T, seconds) samples, and its error against them.
+
+    `mape` / `max_error`: relative error of the shipped (rounded) table at the samples. `loo_mape`: the
+    error at each interior knot when the table is rebuilt without it, i.e. how well linear interpolation
+    predicts a T between grid points (None under 3 knots). `pooled`: samples merged with a neighbour by
+    the isotonic fit because the measurement was not monotone there.
+    """
+
+    points: tuple[tuple[int, float], ...]
+    mape: float
+    max_error: float
+    loo_mape: float | None
+    pooled: int
+
+    def step_time(self) -> list[StepTimePoint]:
+        return [StepTimePoint(tokens=t, seconds=s) for t, s in self.points]
+
+
+def _sig6(x: float) -> float:
+    """Six significant digits: readable YAML, and monotone (never reorders two values)."""
+    return float(f"{x:.6g}")
+
+
+def _isotonic_blocks(y: Sequence[float]) -> list[tuple[int, int, float]]:
+    """Pool-adjacent-violators: the least-squares non-decreasing fit to `y`, as (start, stop, mean) blocks."""
+    blocks: list[tuple[int, int, float]] = []  # (start, stop, sum)
+    for i, v in enumerate(y):
+        blocks.append((i, i + 1, v))
+        while len(blocks) > 1:
+            (a0, a1, sa), (b0, b1, sb) = blocks[-2], blocks[-1]
+            if sa / (a1 - a0) <= sb / (b1 - b0):
+                break
+            blocks[-2:] = [(a0, b1, sa + sb)]
+    return [(a, b, s / (b - a)) for a, b, s in blocks]
+
+
+def _check_samples(samples: Sequence[tuple[float, float]]) -> list[tuple[int, float]]:
+    if len(samples) < 2:
+        raise ValueError(f"a step-time table needs at least 2 (tokens, seconds) samples, got {len(samples)}")
+    out: list[tuple[int, float]] = []
+    for tokens, seconds in samples:
+        t, s = float(tokens), float(seconds)
+        if not math.isfinite(t) or t < 1 or t != int(t):
+            raise ValueError(f"sample tokens={tokens!r}: tokens per step must be a whole number >= 1")
+        if not math.isfinite(s) or s <= 0:
+            raise ValueError(f"sample at tokens={int(t)}: seconds={seconds!r} must be finite and > 0")
+        out.append((int(t), s))
+    dup = sorted(t for t, n in Counter(t for t, _ in out).items() if n > 1)
+    if dup:
+        raise ValueError(f"duplicate tokens per step {dup}: give one (aggregated) sample per T")
+    return sorted(out)
+
+
+def fit_step_table(samples: Sequence[tuple[float, float]]) -> StepTableFit:
+    """Monotone piecewise-linear t(T) from measured (tokens per step, seconds) samples.
+
+    Isotonic regression (pool-adjacent-violators) makes the seconds non-decreasing in T; each pooled block
+    becomes one knot at its mean T and mean seconds, so noise in a flat region is averaged instead of
+    kept as a spurious step. t(0) = t0 is not measurable (a step of 0 tokens) and is extrapolated along
+    the first segment, floored at half the first knot. Raises ValueError on fewer than 2 samples, tokens
+    that are not whole numbers >= 1, seconds that are not finite and > 0, or a repeated T.
+    """
+    from sovereignspec.model.steptime import StepCurve
+
+    data = _check_samples(samples)
+    xs = np.asarray([t for t, _ in data], dtype=np.float64)
+    ys = np.asarray([s for _, s in data], dtype=np.float64)
+    blocks = _isotonic_blocks([float(v) for v in ys])
+    # Block means lie inside their disjoint integer ranges, so the rounded knots stay strictly increasing.
+    knots = [(round(float(xs[a:b].mean())), mean) for a, b, mean in blocks]
+    if len(knots) > MAX_TABLE_POINTS - 1:
+        keep = sorted({round(i) for i in np.linspace(0, len(knots) - 1, MAX_TABLE_POINTS - 1)})
+        knots = [knots[i] for i in keep]
+    (x1, y1) = knots[0]
+    slope = (knots[1][1] - y1) / (knots[1][0] - x1) if len(knots) > 1 else 0.0
+    t0 = max(y1 - slope * x1, y1 / 2)
+    points = tuple([(0, _sig6(t0))] + [(x, _sig6(y)) for x, y in knots])
+    pred = StepCurve.from_points([(float(x), y) for x, y in points]).t(xs)
+    rel = np.abs(pred - ys) / ys
+    loo: float | None = None
+    if len(knots) >= 3:
+        errs = []
+        for j in range(1, len(knots) - 1):
+            (xa, ya), (xj, yj), (xb, yb) = knots[j - 1], knots[j], knots[j + 1]
+            errs.append(abs(ya + (yb - ya) * (xj - xa) / (xb - xa) - yj) / yj)
+        loo = float(np.mean(errs))
+    return StepTableFit(points, float(rel.mean()), float(rel.max()), loo, len(data) - len(blocks))
