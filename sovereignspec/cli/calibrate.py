@@ -183,6 +183,8 @@ def _measure(args: argparse.Namespace) -> int:
         ):
             if value < 1:
                 raise ValueError(f"{name} {value} must be >= 1")
+        if len(args.target_model or args.model) > 256 or (args.product and len(args.product) > 128):
+            raise ValueError("the profile's targetModel is at most 256 characters and its product 128")
         if not 0 < args.gpu_memory_utilization <= 1:
             raise ValueError(f"--gpu-memory-utilization {args.gpu_memory_utilization} must be in (0, 1]")
         shapes = build_grid(decode, prefill, prefill_seqs)

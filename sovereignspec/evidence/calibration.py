@@ -182,11 +182,13 @@ def _check_samples(samples: Sequence[tuple[float, float]]) -> list[tuple[int, fl
 def fit_step_table(samples: Sequence[tuple[float, float]]) -> StepTableFit:
     """Monotone piecewise-linear t(T) from measured (tokens per step, seconds) samples.
 
-    Isotonic regression (pool-adjacent-violators) makes the seconds non-decreasing in T; each pooled block
-    becomes one knot at its mean T and mean seconds, so noise in a flat region is averaged instead of
-    kept as a spurious step. t(0) = t0 is not measurable (a step of 0 tokens) and is extrapolated along
-    the first segment, floored at half the first knot. Raises ValueError on fewer than 2 samples, tokens
-    that are not whole numbers >= 1, seconds that are not finite and > 0, or a repeated T.
+    Isotonic regression (pool-adjacent-violators) makes the seconds non-decreasing in T: samples that
+    violate monotonicity are pooled into a block at their mean, which becomes a flat segment from the
+    block's smallest to its largest T (so every sample sits on the table at its block's mean, and the
+    error at a sample is bounded by the spread of its block). t(0) = t0 is not measurable (a step of 0
+    tokens) and is extrapolated along the first segment, floored at half the first knot.
+    Raises ValueError on fewer than 2 samples, tokens that are not whole numbers >= 1, seconds that are
+    not finite and > 0, or a repeated T.
     """
     from sovereignspec.model.steptime import StepCurve
 
@@ -194,8 +196,9 @@ def fit_step_table(samples: Sequence[tuple[float, float]]) -> StepTableFit:
     xs = np.asarray([t for t, _ in data], dtype=np.float64)
     ys = np.asarray([s for _, s in data], dtype=np.float64)
     blocks = _isotonic_blocks([float(v) for v in ys])
-    # Block means lie inside their disjoint integer ranges, so the rounded knots stay strictly increasing.
-    knots = [(round(float(xs[a:b].mean())), mean) for a, b, mean in blocks]
+    knots: list[tuple[int, float]] = []
+    for a, b, mean in blocks:  # disjoint T ranges: the knots' T stay strictly increasing
+        knots += [(int(xs[a]), mean)] if b - a == 1 else [(int(xs[a]), mean), (int(xs[b - 1]), mean)]
     if len(knots) > MAX_TABLE_POINTS - 1:
         keep = sorted({round(i) for i in np.linspace(0, len(knots) - 1, MAX_TABLE_POINTS - 1)})
         knots = [knots[i] for i in keep]

@@ -68,8 +68,10 @@ class StepSample(Model):
 class MeasuredRun(Model):
     """What one `calibrate --measure` run measured, with where and how: enough to fit and cite it later."""
 
-    product: str = Field(min_length=1, description="GPU product, label style (spaces as '-').")
-    target_model: str = Field(min_length=1)
+    product: str = Field(
+        min_length=1, max_length=128, description="GPU product, label style (spaces as '-')."
+    )
+    target_model: str = Field(min_length=1, max_length=256)
     model: str = Field(min_length=1, description="The model name or path given to vLLM.")
     vllm_version: str
     load_format: str

@@ -76,9 +76,9 @@ def gpu_present() -> str | None:
     return names[0] if out.returncode == 0 and names else None
 
 
-def preflight(smi: Callable[[], str | None] = gpu_present) -> Preflight:
+def preflight() -> Preflight:
     """Check, cheapest first: an NVIDIA GPU (nvidia-smi), vLLM installed, torch seeing CUDA."""
-    name = smi()
+    name = gpu_present()
     if name is None:
         raise Unavailable(
             "calibrate --measure needs an NVIDIA GPU and nvidia-smi found none on this machine; "
