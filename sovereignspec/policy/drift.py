@@ -1,0 +1,272 @@
+"""Drift: would we still decide the same speculation for an admitted workload, on its node, today?
+
+Pure (no Kubernetes): the operator's drift sweep (sovereignspec/operator/drift.py) and the evidence
+simulator's reconfigure-on-drift both call `evaluate_drift`, so the simulator measures the rule the
+operator runs.
+
+"The same" is judged where it matters and is robust to telemetry noise: speculation on/off, and the
+draft budget k at the workload's expected batch. A change deeper in the schedule (a batch range the
+engine rarely reaches) is not drift.
+
+The admitted decision is re-evaluated with the same `decide()` on a snapshot restricted to the node
+it runs on, without the workload's own reservation and pods (it is not its own neighbour). DESIGN.md's
+`u` is the tensor load of *other* workloads, but dcgm-exporter's tensor-active is per GPU and, on a
+time-sliced GPU, the same value on every pod's series: the workload's own engine is inside it. Judging
+today's slack from that value sees less slack than at admission (when the workload was not running),
+turns k down, the load drops, and the next check turns it up again. So on each GPU that names the
+workload's pods (`others_load`):
+- the pods are removed from the sample (their slot counts as free, as it was at admission);
+- when no other pod is attributed to the GPU (a whole GPU, or a time-sliced one it has alone) the
+  whole measured load is the workload's own: `u = 0`;
+- when other pods share it, the workload's own share is subtracted with the decision core's model:
+  its engine occupies `s(u) = g(B(k+1)) / (t_u(B(k+1)) + k·c_d·t_u(B))` of wall time (the tensor
+  share behind DESIGN's Δu), with B its live `num_requests_running` and k its admitted budget at B,
+  and `u` solves `measured = u + s(u)` (monotone in u: bisection). Without a profile or an engine
+  sample nothing is subtracted (the old, conservative reading).
+A larger budget counts as drift only when its predicted S_real beats the admitted one by more than
+minGain (a restart costs minutes of tokens); a smaller one, or on/off, always counts (the admitted
+budget may no longer pass a condition).
+The framebuffer is the same story: the engine's own memory (vLLM takes a fixed fraction of the GPU, a
+draft included) shows as used, so free memory on its own GPU says nothing about room for its draft,
+which comes out of its own fraction; the draft-memory condition is taken as met there.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from sovereignspec.api.meta import ANNOTATION_DECISION, CONTROLLER_NAME, LABEL_GPU_PRODUCT, PREFIX
+from sovereignspec.api.speculation_decision import SpeculationDecision
+from sovereignspec.api.speculation_policy import SpeculationPolicySpec
+from sovereignspec.model.cluster import ClusterSnapshot, NodeInfo, PodInfo
+from sovereignspec.model.profiles import DEFAULT_PROFILES, ProfileBook
+from sovereignspec.model.steptime import U_MAX, StepCurve
+from sovereignspec.model.telemetry import EngineSample, GpuSample
+from sovereignspec.model.workload import WorkloadInfo
+from sovereignspec.policy.claims import read_claims
+from sovereignspec.policy.decide import decide
+from sovereignspec.policy.request import request_for
+from sovereignspec.policy.sovereignty import TenantRules
+
+# Reasons that mean "cannot tell today", not "would decide otherwise": no drift verdict on them, so a
+# telemetry gap never evicts a running workload (I6: missing telemetry changes only new decisions).
+UNKNOWN = frozenset({"NodeTelemetryMissing", "TelemetryMissing", "TelemetryStale"})
+
+
+@dataclass(frozen=True)
+class DriftResult:
+    drifted: bool
+    admitted_config: str
+    current_config: str
+    message: str
+    reconfigure: bool
+    grace_seconds: int
+
+
+def k_at(config: str, batch: float) -> int:
+    """The draft budget a `--speculative-config` gives at `batch` (0 when off)."""
+    if not config:
+        return 0
+    cfg = json.loads(config)
+    for start, end, k in cfg.get("num_speculative_tokens_per_batch_size") or []:
+        if start <= batch <= end:
+            return int(k)
+    return int(cfg.get("num_speculative_tokens", 0))
+
+
+def own_share(curve: StepCurve, c_d: float, batch: float, k: int, u: float) -> float:
+    """Fraction of wall time the engine's tensor work occupies at batch B, budget k, others' load u."""
+    uu = min(max(u, 0.0), U_MAX)
+    g_b, g_bk = curve.t_scalar(batch) - curve.t0, curve.t_scalar(batch * (k + 1)) - curve.t0
+    t_b = curve.t0 + g_b / (1.0 - uu)
+    t_bk = curve.t0 + g_bk / (1.0 - uu)
+    return g_bk / (t_bk + k * c_d * t_b)
+
+
+def others_load(measured: float, shares: list[tuple[StepCurve, float, float, int]]) -> float:
+    """u with `measured = u + sum of the own engines' shares at u` (bisection; never above measured)."""
+    if not shares:
+        return measured
+
+    def total(u: float) -> float:
+        return u + sum(own_share(c, cd, b, k, u) for c, cd, b, k in shares)
+
+    if total(0.0) >= measured:
+        return 0.0
+    lo, hi = 0.0, measured
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        if total(mid) < measured:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def without_own_load(
+    gpus: list[GpuSample],
+    own: frozenset[tuple[str, str]],
+    node: NodeInfo | None,
+    unattributed: bool,
+    engines: Mapping[tuple[str, str], EngineSample],
+    policy: SpeculationPolicySpec,
+    target_model: str | None,
+    method: str | None,
+    admitted_config: str,
+) -> list[GpuSample]:
+    """The node's GPU samples as other workloads load them (see the module docstring)."""
+    book = ProfileBook([*policy.accelerator_profiles, *(DEFAULT_PROFILES if policy.builtin_profiles else ())])
+    out = []
+    for g in gpus:
+        mine = [p for p in g.pods if (p.namespace, p.name) in own]
+        if not mine:
+            out.append(g)
+            continue
+        others = [p for p in g.pods if (p.namespace, p.name) not in own]
+        product = (node.labels.get(LABEL_GPU_PRODUCT) if node is not None else None) or g.model_name
+        prof = book.find(product, target_model)
+        u = g.tensor_active
+        if u is not None and not others and not unattributed:
+            u = 0.0
+        elif u is not None:
+            shares: list[tuple[StepCurve, float, float, int]] = []
+            for p in mine:
+                eng = engines.get((p.namespace, p.name))
+                if prof is None or eng is None or eng.running is None:
+                    shares = []  # cannot attribute: keep the measured (conservative) load
+                    break
+                b = max(float(eng.running), 1.0)
+                shares.append(
+                    (StepCurve.from_profile(prof), prof.draft_cost.get(method or "", 0.0), b,
+                     k_at(admitted_config, b))
+                )  # fmt: skip
+            u = others_load(float(u), shares)
+        fb = g.fb_free_mib
+        if fb is not None and prof is not None:  # its own framebuffer holds (or makes room for) the draft
+            fb = max(fb, prof.draft_memory_mib.get(method or "", 0.0))
+        out.append(g.model_copy(update={"pods": others, "tensor_active": u, "fb_free_mib": fb}))
+    return out
+
+
+def evaluate_drift(
+    wl: WorkloadInfo,
+    check: str,
+    decision: SpeculationDecision,
+    snap: ClusterSnapshot,
+    now: datetime,
+    controller_name: str = CONTROLLER_NAME,
+) -> DriftResult | None:
+    """None when there is nothing to compare (no node or status on record)."""
+    st = decision.status
+    if st is None or st.node is None or st.state != "Ready":
+        return None
+    node = st.node
+    own = (wl.namespace, wl.name)
+    idx = snap.index
+    # What a one-node decision reads: the node's pods and those its GPU samples name (a sweep over
+    # every admitted decision must not scan every pod of the cluster for each).
+    near = {(p.namespace, p.name): p for p in idx.pods_by_node.get(node, ())}
+    for g in idx.gpus_by_node.get(node, ()):
+        for ref in g.pods:
+            named = idx.pod_by_key.get((ref.namespace, ref.name))
+            if named is not None:
+                near.setdefault((named.namespace, named.name), named)
+
+    def is_own(p: PodInfo) -> bool:
+        return p.namespace == own[0] and p.annotations.get(ANNOTATION_DECISION) == own[1]
+
+    own_pods = frozenset(k for k, p in near.items() if is_own(p))
+    node_info = idx.node_by_name.get(node)
+    admitted = st.speculative.config
+    tel = snap.telemetry
+    if tel is not None:  # the node's GPU samples and its pods' engines, not the cluster's thousands
+        gpus = idx.gpus_by_node.get(node, [])
+        if own_pods:
+            attributed = {(r.namespace, r.name) for g in gpus for r in g.pods}
+            unattributed = any(
+                p.gpu_request > 0 and not p.daemonset and k not in attributed and k not in own_pods
+                for k, p in near.items()
+                if p.node == node
+            )
+            ann = wl.pod_sets[0].annotations if wl.pod_sets else {}
+            gpus = without_own_load(
+                gpus, own_pods, node_info, unattributed, idx.engine_by_pod,
+                _policy_of(wl, snap, controller_name), ann.get(PREFIX + "target-model"),
+                st.speculative.method or ann.get(PREFIX + "spec-method"), admitted,
+            )  # fmt: skip
+        tel = tel.model_copy(
+            update={
+                "gpus": gpus,
+                "engines": [
+                    e for k in near if k not in own_pods and (e := idx.engine_by_pod.get(k)) is not None
+                ],
+            }
+        )
+    restricted = ClusterSnapshot(
+        nodes=[node_info] if node_info is not None else [],
+        pods=[p for p in near.values() if not is_own(p)],
+        namespaces=snap.namespaces,
+        flavors=snap.flavors,
+        admission_checks=snap.admission_checks,
+        speculation_policies=snap.speculation_policies,
+        sovereignty_policies=snap.sovereignty_policies,
+        reservations=[r for r, _ in idx.reservations_by_node.get(node, ()) if (r.namespace, r.name) != own],
+        workloads=snap.workloads,
+        telemetry=tel,
+    )
+    as_pending = wl.model_copy(
+        update={
+            "checks": [c.model_copy(update={"state": "Pending"}) if c.name == check else c for c in wl.checks]
+        }
+    )
+    req, policies = request_for(as_pending, restricted, controller_name)
+    fresh = decide(req, restricted, policies, now)
+    if any(r.type in UNKNOWN for r in fresh.reasons):
+        return None
+    if fresh.state != "Ready":
+        current, why = "", f"node {node} would no longer be chosen now ({fresh.reason}: {fresh.message})"
+    else:
+        current = fresh.speculative.config
+        # Configs only, no live figures: the condition is rewritten only when the verdict changes.
+        why = f"admitted with {_describe(admitted)}; today's decision on {node}: {_describe(current)}"
+    batch = read_claims(
+        wl.pod_sets[0].annotations if wl.pod_sets else {},
+        policies.speculation,
+        TenantRules(tenant=wl.namespace),
+    ).expected_batch
+    before, after = k_at(admitted, batch), k_at(current, batch)
+    drifted = before != after
+    if drifted and 0 < before < after and before < len(fresh.speedup_by_k) > after:
+        # A larger budget is worth a restart only for a material gain (hysteresis): noise in the
+        # acceptance counters moves the argmax between neighbouring k of nearly equal S_real.
+        s_before, s_after = fresh.speedup_by_k[before], fresh.speedup_by_k[after]
+        drifted = s_after > s_before * (1.0 + policies.speculation.min_gain)
+        if not drifted:
+            why = (
+                f"k at expected batch {batch}: {before} would become {after}, predicted S_real "
+                f"{s_before:.2f} -> {s_after:.2f}, not above the minGain hysteresis; {why}"
+            )
+    if drifted:
+        why = f"k at expected batch {batch}: {before} -> {after}; {why}"
+    return DriftResult(
+        drifted=drifted,
+        admitted_config=admitted,
+        current_config=current,
+        message=why,
+        reconfigure=policies.speculation.reconfigure_on_drift,
+        grace_seconds=policies.speculation.drift_grace_seconds,
+    )
+
+
+def _policy_of(wl: WorkloadInfo, snap: ClusterSnapshot, controller_name: str) -> SpeculationPolicySpec:
+    try:
+        return request_for(wl, snap, controller_name)[1].speculation
+    except ValueError:
+        return SpeculationPolicySpec()
+
+
+def _describe(config: str) -> str:
+    return f"speculative-config {config}" if config else "speculation off"
