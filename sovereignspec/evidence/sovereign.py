@@ -5,12 +5,14 @@ Telemetry the policy sees (what Prometheus would answer): DCGM tensor-active ave
 15 s old, with noise; vLLM TPOT averaged over 60 s, 15 s old, with noise; `num_requests_running`
 15 s old; spec-decode counters summed over 120 s per engine (per-position up to the k the engine ran).
 By default the decision is made once, at admission, like the operator with reconfigureOnDrift off.
-With a policy that sets `reconfigureOnDrift: true` the simulator does what the operator's drift checker
-does (sovereignspec/operator/drift.py): every DRIFT_PERIOD_S it re-runs decide() for each admitted
-subject on a snapshot restricted to its node, without the subject's own pod (its engine still counts
-in the node's measured tensor load, as in the operator), and when speculation on/off or k at the
-expected batch changes, the engine is restarted with the new schedule: RESTART_S without tokens
-(the operator answers drift with Retry: evict, re-admit, a new pod that reloads the model).
+With a policy that sets `reconfigureOnDrift: true` the simulator runs the operator's drift rule itself
+(`sovereignspec.policy.drift.evaluate_drift`, the function the operator's sweep calls): every
+DRIFT_PERIOD_S, for each admitted subject, on the cluster snapshot with its pods carrying the decision
+annotation (so the rule finds its own pods and takes their load out of their GPUs' tensor-active).
+As in the operator, a drift verdict must hold for the policy's `driftGraceSeconds` (checks in a row)
+before the workload is re-admitted; then the engine restarts with the drift check's schedule on the
+same node: RESTART_S without tokens (the operator answers drift with Retry: evict, re-admit, a new pod
+that reloads the model; the simulator keeps the node).
 
 `calibrated_policy()` is the policy a user would write with the shipped calibrated profiles
 (sovereignspec/evidence/profiles/published.yaml) under `acceleratorProfiles`.
@@ -18,6 +20,7 @@ expected batch changes, the engine is restarted with the new schedule: RESTART_S
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -26,6 +29,7 @@ import yaml
 
 from sovereignspec.api.meta import (
     ANNOTATION_CLASS,
+    ANNOTATION_DECISION,
     ANNOTATION_DRAFT_MODEL,
     ANNOTATION_EXPECTED_BATCH,
     ANNOTATION_SPEC_METHOD,
@@ -38,9 +42,10 @@ from sovereignspec.api.meta import (
     ObjectMeta,
 )
 from sovereignspec.api.sovereignty_policy import SovereigntyPolicy, SovereigntyPolicySpec
+from sovereignspec.api.speculation_decision import SpeculationDecision
 from sovereignspec.api.speculation_policy import SpeculationPolicy, SpeculationPolicySpec
 from sovereignspec.evidence.policies import Scheduled, gpu_on_node, spread_place
-from sovereignspec.evidence.sim import FloatArray, IntArray, Simulation, schedule_k
+from sovereignspec.evidence.sim import FloatArray, IntArray, Simulation
 from sovereignspec.evidence.truth import GPU_TYPES, TARGET
 from sovereignspec.model.cluster import (
     AdmissionCheckInfo,
@@ -53,7 +58,8 @@ from sovereignspec.model.cluster import (
 from sovereignspec.model.telemetry import AcceptanceSample, EngineSample, GpuSample, PodRef, TelemetrySnapshot
 from sovereignspec.model.workload import CheckEntry, PodSetAssignment, PodSetInfo, WorkloadInfo
 from sovereignspec.policy.decide import decide
-from sovereignspec.policy.decision import Decision
+from sovereignspec.policy.decision import Decision, speculation_decision_object
+from sovereignspec.policy.drift import evaluate_drift
 from sovereignspec.policy.request import AdmissionRequest, Policies
 
 EPOCH = datetime(2026, 11, 29, 10, 0, 0, tzinfo=UTC)
@@ -127,24 +133,22 @@ def observe(sim: Simulation, tick: int) -> TelemetrySnapshot:
     )
 
 
-def snapshot(
-    sim: Simulation, tick: int, policy: SpeculationPolicySpec, drift_of: int | None = None
-) -> ClusterSnapshot:
-    """The cluster as the operator sees it; `drift_of`: the drift checker's view for engine e (its
-    node only, without its own pod)."""
+def snapshot(sim: Simulation, tick: int, policy: SpeculationPolicySpec) -> ClusterSnapshot:
+    """The cluster as the operator sees it; subjects' pods carry the decision annotation Kueue's
+    podSetUpdates put there (how the drift rule recognises a workload's own pods)."""
     sc = sim.sc
-    only = sim.gpus[int(sim.gpu_of[drift_of])].node if drift_of is not None else None
     nodes = [
         NodeInfo(name=n.name, labels={LABEL_HOSTNAME: n.name, DEFAULT_JURISDICTION_LABEL: n.jurisdiction,
                                       LABEL_GPU_PRODUCT: GPU_TYPES[n.gpu].product},
                  gpu_allocatable=n.gpus * GPU_TYPES[n.gpu].replicas)
-        for n in sc.nodes if only is None or n.name == only
+        for n in sc.nodes
     ]  # fmt: skip
     pods = [
         PodInfo(namespace=eng.tenant, name=eng.name, node=sim.gpus[int(sim.gpu_of[e])].node, phase="Running",
                 gpu_request=1, annotations={ANNOTATION_TPOT_SLO_MS: f"{eng.slo_ms:g}",
-                                            ANNOTATION_TARGET_MODEL: TARGET.name})
-        for e, eng in enumerate(sc.engines) if sim.gpu_of[e] >= 0 and e != drift_of
+                                            ANNOTATION_TARGET_MODEL: TARGET.name,
+                                            **({ANNOTATION_DECISION: eng.name} if eng.subject else {})})
+        for e, eng in enumerate(sc.engines) if sim.gpu_of[e] >= 0
     ]  # fmt: skip
     tenants = sorted({eng.tenant for eng in sc.engines})
     sov = [
@@ -196,6 +200,8 @@ class SovereignSpec(Scheduled):
         self.decisions: dict[str, Decision] = {}
         self.admitted_at: dict[int, int] = {}
         self.reconfigurations = 0
+        self.records: dict[int, SpeculationDecision] = {}
+        self.drift_since: dict[int, int] = {}
 
     def choose_k(self, sim: Simulation, tick: int, batch: FloatArray) -> IntArray:
         if self.policy.reconfigure_on_drift:
@@ -205,24 +211,43 @@ class SovereignSpec(Scheduled):
                     self._check_drift(sim, e, tick)
         return super().choose_k(sim, tick, batch)
 
-    def _decide(self, sim: Simulation, e: int, pin: str | None, drift: bool) -> Decision:
-        snap = snapshot(sim, sim.tick, self.policy, drift_of=e if drift else None)
+    def _decide(self, sim: Simulation, e: int, pin: str | None) -> Decision:
+        snap = snapshot(sim, sim.tick, self.policy)
         policies = Policies(speculation=self.policy, speculation_name="default",
                             sovereignty=tuple(snap.sovereignty_policies))  # fmt: skip
         return decide(AdmissionRequest(workload=workload(sim, e, pin), check=CHECK), snap, policies,
                       EPOCH + timedelta(seconds=sim.tick * sim.sc.dt_s))  # fmt: skip
 
     def _check_drift(self, sim: Simulation, e: int, tick: int) -> None:
-        """The operator's drift rule: on/off or k at the expected batch changed ⇒ restart with the new one."""
-        node = sim.gpus[int(sim.gpu_of[e])].node
-        d = self._decide(sim, e, node, drift=True)
-        new = d.speculative.schedule if d.state == "Ready" and d.speculative.enabled else None
-        eng = sim.sc.engines[e]
-        batch = eng.expected_batch or self.policy.default_expected_batch
-        if schedule_k(new, batch) != schedule_k(sim.schedule[e], batch):
-            sim.schedule[e] = new
-            sim.down_until[e] = tick + round(RESTART_S / sim.sc.dt_s)
-            self.reconfigurations += 1
+        """The operator's drift sweep for one workload: evaluate_drift on today's snapshot; a verdict
+        that has held for the grace period re-admits it (restart with the new schedule)."""
+        record = self.records.get(e)
+        if record is None:
+            return
+        now = EPOCH + timedelta(seconds=tick * sim.sc.dt_s)
+        result = evaluate_drift(workload(sim, e, None), CHECK, record, snapshot(sim, tick, self.policy), now)
+        if result is None:  # cannot tell today: the condition on record stays as it is
+            return
+        if not result.drifted:
+            self.drift_since.pop(e, None)
+            return
+        since = self.drift_since.setdefault(e, tick)
+        if (tick - since) * sim.sc.dt_s < result.grace_seconds:
+            return
+        del self.drift_since[e]
+        cfg = json.loads(result.current_config) if result.current_config else {}
+        schedule = cfg.get("num_speculative_tokens_per_batch_size") or None
+        sim.schedule[e] = schedule
+        sim.down_until[e] = tick + round(RESTART_S / sim.sc.dt_s)
+        self.reconfigurations += 1
+        assert record.status is not None
+        spec = record.status.speculative.model_copy(
+            update={"enabled": bool(cfg), "config": result.current_config, "schedule": schedule or [],
+                    "num_speculative_tokens": int(cfg.get("num_speculative_tokens", 0))}
+        )  # fmt: skip
+        self.records[e] = record.model_copy(
+            update={"status": record.status.model_copy(update={"speculative": spec})}
+        )
 
     def admit(self, sim: Simulation, e: int) -> int | None:
         pin = None
@@ -231,12 +256,13 @@ class SovereignSpec(Scheduled):
             if g is None:
                 return None
             pin = sim.gpus[g].node
-        d = self._decide(sim, e, pin, drift=False)
+        d = self._decide(sim, e, pin)
         self.decisions[sim.sc.engines[e].name] = d
         if d.state != "Ready" or d.node is None:
             return None
         sim.schedule[e] = d.speculative.schedule if d.speculative.enabled else None
         self.admitted_at[e] = sim.tick
+        self.records[e] = SpeculationDecision.model_validate(speculation_decision_object(d, None))
         return gpu_on_node(sim, e, d.node)
 
 
