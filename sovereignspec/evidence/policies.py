@@ -183,6 +183,63 @@ class Oracle:
         return out
 
 
+class Placed(Scheduled):
+    """Diagnostic: a given placement (GPU per engine, from another run) with a fixed schedule."""
+
+    def __init__(self, placed: IntArray, schedule: list[list[int]] | None, name: str) -> None:
+        super().__init__(name, schedule)
+        self.placed = placed
+
+    def admit(self, sim: Simulation, e: int) -> int | None:
+        sim.schedule[e] = self.fixed
+        g = int(self.placed[e])
+        return g if g >= 0 else None
+
+
+class PlacedOracle(Oracle):
+    """Diagnostic: a given placement with the oracle's per-tick budget (placement vs budget split)."""
+
+    def __init__(self, placed: IntArray) -> None:
+        super().__init__()
+        self.placed = placed
+
+    def admit(self, sim: Simulation, e: int) -> int | None:
+        g = int(self.placed[e])
+        return g if g >= 0 else None
+
+
+class DesignRuleTruth(Oracle):
+    """Diagnostic: DESIGN.md's placement rule fed the *true* S_real (perfect estimates) — an interactive
+    subject with a healthy draft goes to the node with the highest true relative speed-up at its expected
+    batch (on the GPU the device plugin hands out; ties: name), a batch one or a weak draft to the most
+    loaded node — and the oracle's per-tick budget. What the rule itself costs, estimation aside."""
+
+    def admit(self, sim: Simulation, e: int) -> int | None:
+        eng = sim.sc.engines[e]
+        t = sim.tick
+        best: tuple[tuple[float, str], int] | None = None
+        for node in sorted({sim.gpus[g].node for g in sim.free_gpus(e)}):
+            g = gpu_on_node(sim, e, node)
+            if g is None:
+                continue
+            if eng.workload_class == "batch" or eng.draft is None or eng.draft.a0 < 0.6:
+                on_node = [j for j, x in enumerate(sim.gpus) if x.node == node]
+                key = (float(sim.tensor[max(0, t - 1), on_node].max()), node)
+            else:
+                batch = np.where(sim.gpu_of >= 0, sim.batch_path[t], 0.0)
+                batch[e] = float(eng.expected_batch or 8)
+                go = sim.gpu_of.copy()
+                go[e] = g
+                rows = np.zeros((K_MAX + 1, len(batch)), dtype=np.int64)
+                rows[:, e] = np.arange(K_MAX + 1)
+                a0 = np.full(len(batch), eng.draft.a0)
+                rate, _ = sim.evaluate(np.repeat(go[None, :], K_MAX + 1, axis=0), batch, rows, a0)
+                key = (float((rate[:, e] / rate[0, e]).max()), node)
+            if best is None or key > best[0]:
+                best = (key, g)
+        return None if best is None else best[1]
+
+
 def expected_len(sim: Simulation, e: int, k: int, tick: int) -> float:
     return float(expected_length(sim.conditional(sim.a0_path[tick])[e], np.array(k)))
 

@@ -188,12 +188,18 @@ def workload(sim: Simulation, e: int, pin_node: str | None) -> WorkloadInfo:
 
 class SovereignSpec(Scheduled):
     """decide() at admission; the engine then runs the decided schedule. With `budget_only`, the node
-    is pinned (template nodeSelector) to where the baselines would put it: the draft budget alone."""
+    is pinned (template nodeSelector) to where the baselines would put it: the draft budget alone; with
+    `placed` (diagnostic), to the GPUs another run chose."""
 
     def __init__(
-        self, policy: SpeculationPolicySpec | None = None, budget_only: bool = False, name: str | None = None
+        self,
+        policy: SpeculationPolicySpec | None = None,
+        budget_only: bool = False,
+        name: str | None = None,
+        placed: IntArray | None = None,
     ) -> None:
         super().__init__(name or ("sovereignspec-budget-only" if budget_only else "sovereignspec"), None)
+        self.placed = placed  # diagnostic: decide() pinned to these GPUs' nodes
         self.policy = policy or SpeculationPolicySpec()
         self.policies = Policies(speculation=self.policy, speculation_name="default")
         self.budget_only = budget_only
@@ -251,6 +257,16 @@ class SovereignSpec(Scheduled):
 
     def admit(self, sim: Simulation, e: int) -> int | None:
         pin = None
+        if self.placed is not None:
+            fixed = int(self.placed[e])
+            if fixed < 0:
+                return None
+            d = self._decide(sim, e, sim.gpus[fixed].node)
+            self.decisions[sim.sc.engines[e].name] = d
+            ok = d.state == "Ready" and d.speculative.enabled
+            sim.schedule[e] = d.speculative.schedule if ok else None
+            self.admitted_at[e] = sim.tick
+            return fixed
         if self.budget_only:
             g = spread_place(sim, e)
             if g is None:

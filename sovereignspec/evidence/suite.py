@@ -256,6 +256,33 @@ def _scenario_json(sc: Scenario, r: ScenarioResult) -> dict[str, Any]:
     return out
 
 
+def decomposition(sc: Scenario | None = None, seed: int = 7) -> dict[str, dict[str, float]]:
+    """Diagnostic (not in the standard suite): goodput of every placement (sovereignspec's, the
+    oracle's, LeastAllocated's, DESIGN's rule fed the true S_real) crossed with every draft budget
+    (decide() pinned to that placement, the oracle's per-tick k, plain, fixed k=5). Splits
+    sovereignspec's gap to the oracle into what its placement and what its budget lose.
+    `.venv/bin/python -c "from sovereignspec.evidence.suite import decomposition as d; print(d())"`"""
+    from sovereignspec.evidence.metrics import goodput
+
+    sc = sc or mixed()
+    placements = {
+        "sovereignspec": simulate(sc, SovereignSpec(), seed).placement.max(axis=0),
+        "oracle": simulate(sc, pol.Oracle(), seed).placement.max(axis=0),
+        "least-allocated": simulate(sc, pol.off(), seed).placement.max(axis=0),
+        "design-rule-true": simulate(sc, pol.DesignRuleTruth(), seed).placement.max(axis=0),
+    }
+    out: dict[str, dict[str, float]] = {}
+    for where, placed in placements.items():
+        budgets: dict[str, Policy] = {
+            "sovereignspec": SovereignSpec(placed=placed),
+            "oracle": pol.PlacedOracle(placed),
+            "off": pol.Placed(placed, None, "placed-off"),
+            "k5": pol.Placed(placed, [[1, 1024, 5]], "placed-k5"),
+        }
+        out[where] = {b: round(goodput(simulate(sc, p, seed)), 1) for b, p in budgets.items()}
+    return out
+
+
 def run_standard(seed: int = 7, progress: Progress | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the JSON result, the raw material for plots)."""
     say = progress or (lambda _msg: None)

@@ -91,9 +91,34 @@ def test_sovereignspec_causes_no_violations_and_beats_always_on(
         assert t["sovereignspec"]["goodput"] > t["off"]["goodput"]
 
 
-@pytest.mark.xfail(strict=True, reason="mixed pool: 0.933 (default) / 0.968 (calibrated) of the oracle")
+@pytest.mark.xfail(
+    strict=True,
+    reason="mixed pool: 0.933 (default) / 0.968 (calibrated) of the oracle; DESIGN's placement by relative "
+    "S_real caps it at 0.965 even with perfect estimates and the oracle's per-tick k (docs/evidence.md)",
+)
 def test_goal_oracle_share_mixed(standard: tuple[dict[str, Any], dict[str, Any]]) -> None:
     assert standard[0]["goals"]["pass"]
+
+
+def test_decomposition_reproduces_the_diagonal(standard: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    """The placement x budget crossing (docs/evidence.md) is faithful: its diagonal is the suite's runs."""
+    from sovereignspec.evidence.suite import decomposition
+
+    t = standard[0]["scenarios"]["mixed"]["policies"]
+    d = decomposition()
+    assert d["sovereignspec"]["sovereignspec"] == pytest.approx(t["sovereignspec"]["goodput"], abs=0.1)
+    assert d["oracle"]["oracle"] == pytest.approx(t["oracle"]["goodput"], abs=0.1)
+    assert d["least-allocated"]["off"] == pytest.approx(t["off"]["goodput"], abs=0.1)
+    assert d["least-allocated"]["k5"] == pytest.approx(t["always-on"]["goodput"], abs=0.1)
+
+
+def test_drift_rule_no_longer_flip_flops(standard: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    """reconfigureOnDrift with the operator's rule (own load taken out, grace period, minGain hysteresis):
+    it used to restart mixed-pool engines 20 times in 600 s (19758 vs 22842 tok/s)."""
+    mixed = standard[0]["scenarios"]["mixed"]
+    assert mixed["reconfigurations"]["sovereignspec-calibrated-drift"] <= 8
+    with_drift = mixed["variants"]["sovereignspec-calibrated-drift"]["goodput"]
+    assert with_drift >= 0.95 * mixed["variants"]["sovereignspec-calibrated"]["goodput"]
 
 
 def test_deterministic() -> None:
@@ -156,7 +181,8 @@ def test_cli_calibrate_and_measure(capsys: pytest.CaptureFixture[str]) -> None:
             marks=pytest.mark.xfail(
                 strict=True,
                 reason="ground truth shares compute in proportion to demand: always-on's own loss at "
-                "saturation is ~8 %, the tax lands on neighbours (see docs/evidence.md)",
+                "saturation is ~8 % (<= 14 % in single-GPU probes at tensor-active 0.99), the tax lands on "
+                "neighbours (see docs/evidence.md)",
             ),
         )
     ],
