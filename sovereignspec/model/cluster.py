@@ -205,18 +205,28 @@ class SnapshotIndex:
             self.bound_by_decision[key] = self.bound_by_decision.get(key, 0) + sign * p.gpu_request
 
     def _patch(self, snap: ClusterSnapshot, old: SnapshotIndex) -> bool:
-        """Only pods changed (nodes, namespaces and samples are the same objects): patch `old`'s
+        """Only pods or nodes changed (namespaces and samples are the same objects): patch `old`'s
         groupings for the pods that changed and keep every fact about the nodes they do not touch.
-        O(pods) identity checks instead of regrouping every pod and GPU sample of the cluster."""
-        if not same_items(snap.nodes, old._nodes) or not _same_inputs(_global_inputs(snap), old.inputs):
+        O(pods) identity checks instead of regrouping every pod and GPU sample of the cluster; a node
+        whose object changed (labels, taints, a cordon) loses only its own facts."""
+        if not _same_inputs(_global_inputs(snap), old.inputs):
             return False
         pod_by_key = {(p.namespace, p.name): p for p in snap.pods}
         if len(pod_by_key) != len(snap.pods):
             return False  # one key twice (a hand-written scenario): the full build counts both
+        touched: set[str] = set()
+        if same_items(snap.nodes, old._nodes):
+            self._nodes, self.node_by_name = old._nodes, old.node_by_name
+        else:
+            node_by_name = {n.name: n for n in snap.nodes}
+            if len(node_by_name) != len(snap.nodes):
+                return False
+            touched |= {n for n, obj in node_by_name.items() if old.node_by_name.get(n) is not obj}
+            touched |= old.node_by_name.keys() - node_by_name.keys()
+            self._nodes, self.node_by_name = snap.nodes, node_by_name
         changed = {k for k, p in pod_by_key.items() if old.pod_by_key.get(k) is not p}
         if len(pod_by_key) - len(changed) != len(old.pod_by_key):  # some pods are gone
             changed |= {k for k in old.pod_by_key if k not in pod_by_key}
-        touched: set[str] = set()
         self.pods_by_node = dict(old.pods_by_node)
         self.gpu_used = dict(old.gpu_used)
         self.bound_by_decision = dict(old.bound_by_decision)
@@ -235,8 +245,6 @@ class SnapshotIndex:
             else:
                 self.pods_by_node.pop(n, None)
         self.pod_by_key = pod_by_key
-        self._nodes = old._nodes
-        self.node_by_name = old.node_by_name
         self.ns_labels = old.ns_labels
         self.gpus_by_node = old.gpus_by_node
         self.engine_by_pod = old.engine_by_pod

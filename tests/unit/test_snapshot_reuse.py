@@ -64,12 +64,22 @@ def _base() -> ClusterSnapshot:
     )
 
 
-def _request(ns: str) -> AdmissionRequest:
+SPECULATE = {
+    "sovereignspec.io/spec-method": "eagle3",
+    "sovereignspec.io/draft-model": "d",
+    "sovereignspec.io/target-model": "m",
+}
+
+
+def _request(ns: str, speculate: bool = False) -> AdmissionRequest:
+    """A one-GPU workload; `speculate` asks for EAGLE-3, so the per-node S_real memo is read too."""
     wl = WorkloadInfo(
         namespace=ns,
         name="chat",
         uid=f"{ns}-uid",
-        pod_sets=[PodSetInfo(name="main", count=1, gpus_per_pod=1)],
+        pod_sets=[
+            PodSetInfo(name="main", count=1, gpus_per_pod=1, annotations=SPECULATE if speculate else {})
+        ],
         quota_reserved=True,
         assignments=[PodSetAssignment(name="main", flavors={})],
         checks=[CheckEntry(name="sovereignspec", state="Pending")],
@@ -115,12 +125,38 @@ def test_a_reservation_on_the_only_free_node_moves_an_isolated_tenant() -> None:
     assert second.state == "Ready" and second.node not in (None, first.node)
 
 
+NODE_EDITS = ("cordon", "leave-jurisdiction", "fewer-gpus", "other-gpu", "remove", "same-copy")
+
+
+def _edit_nodes(nodes: list[NodeInfo], edit: tuple[str, str] | None) -> list[NodeInfo]:
+    """The node list after one change to one node (a copy equal to the old one is a change of object)."""
+    if edit is None:
+        return nodes
+    name, how = edit
+    out: list[NodeInfo] = []
+    for n in nodes:
+        if n.name != name:
+            out.append(n)
+        elif how == "cordon":
+            out.append(n.model_copy(update={"unschedulable": not n.unschedulable}))
+        elif how == "leave-jurisdiction":
+            out.append(n.model_copy(update={"labels": {**n.labels, "sovereignspec.io/jurisdiction": "EU"}}))
+        elif how == "fewer-gpus":
+            out.append(n.model_copy(update={"gpu_allocatable": max(0, n.gpu_allocatable - 1)}))
+        elif how == "other-gpu":  # another step-time profile: a memoised S_real would be stale
+            out.append(n.model_copy(update={"labels": {**n.labels, "nvidia.com/gpu.product": "NVIDIA-A10"}}))
+        elif how == "same-copy":
+            out.append(n.model_copy())
+    return out
+
+
 pod_changes = st.lists(
     st.tuples(
         st.sampled_from(["eng", "eng2", "batch"]),
         st.sampled_from(TENANTS),
         st.sampled_from([*NODES, None]),
         st.sampled_from([None, "1", "200"]),
+        st.sampled_from([None, *((n, how) for n in NODES for how in NODE_EDITS)]),
     ),
     min_size=1,
     max_size=5,
@@ -128,17 +164,18 @@ pod_changes = st.lists(
 
 
 @settings(max_examples=100, deadline=None)
-@given(steps=pod_changes, ns=st.sampled_from(TENANTS))
+@given(steps=pod_changes, ns=st.sampled_from(TENANTS), speculate=st.booleans())
 def test_carried_index_decides_like_a_fresh_one(
-    steps: list[tuple[str, str, str | None, str | None]], ns: str
+    steps: list[tuple[str, str, str | None, str | None, tuple[str, str] | None]], ns: str, speculate: bool
 ) -> None:
-    """Pods start, move, change their SLO or go away one after another; each new snapshot carries what
-    the previous one memoised about unchanged nodes, and must decide like a snapshot built cold."""
+    """Pods start, move, change their SLO or go away, and nodes change, one after another; each new
+    snapshot carries what the previous one memoised about unchanged nodes, and must decide like a
+    snapshot built cold."""
     prev = _base()
     pol = Policies(speculation=SpeculationPolicySpec(), sovereignty=list(prev.sovereignty_policies))
-    decide(_request(ns), prev, pol, NOW)  # fill the memo
-    for name, pod_ns, node, slo in steps:
-        pods = [p for p in prev.pods if (p.namespace, p.name) != ("shop", name)]
+    decide(_request(ns, speculate), prev, pol, NOW)  # fill the memo
+    for name, pod_ns, node, slo, node_edit in steps:
+        pods = [p for p in prev.pods if p.name != name]  # one pod per name: keys stay unique
         if node is not None:
             ann = {"sovereignspec.io/tpot-slo-ms": slo} if slo else {}
             pods.append(
@@ -146,13 +183,14 @@ def test_carried_index_decides_like_a_fresh_one(
                     namespace=pod_ns, name=name, node=node, phase="Running", gpu_request=1, annotations=ann
                 )
             )
-        nxt = prev.model_copy(update={"pods": pods})
+        nxt = prev.model_copy(update={"pods": pods, "nodes": _edit_nodes(prev.nodes, node_edit)})
         nxt.__dict__.pop("index", None)
         nxt.carry_index_from(prev)
+        assert nxt.index.how == "patched"
         fresh = nxt.model_copy()
         fresh.__dict__.pop("index", None)
         assert (
-            decide(_request(ns), nxt, pol, NOW).model_dump()
-            == decide(_request(ns), fresh, pol, NOW).model_dump()
+            decide(_request(ns, speculate), nxt, pol, NOW).model_dump()
+            == decide(_request(ns, speculate), fresh, pol, NOW).model_dump()
         )
         prev = nxt
