@@ -90,6 +90,11 @@ class DecisionInputs(Model):
     method: str | None = None
     tpot_slo_ms: float | None = None
     expected_batch: int | None = None
+    placement: Literal["RelativeSpeedup", "Throughput"] | None = Field(
+        default=None,
+        description="The policy's placement mode when it is not the default RelativeSpeedup (absent: "
+        "RelativeSpeedup, so default decisions read as before the mode existed).",
+    )
 
 
 class Candidate(Model):
@@ -101,6 +106,11 @@ class Candidate(Model):
     load: float | None = Field(default=None, description="Other tenants' tensor load u, when known.")
     k: int = 0
     free_gpus: int = 0
+    predicted_rate: float | None = Field(
+        default=None,
+        description="Placement Throughput's ranking value: predicted decode tokens/s per sequence at the "
+        "expected batch, S_real(k*, B) / t_u(B) (S_real = 1 where speculation is off).",
+    )
 
 
 class PodSetUpdate(Model):

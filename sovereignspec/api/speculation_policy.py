@@ -141,7 +141,14 @@ DEFAULT_BREAKPOINTS = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 
 
 class SpeculationPolicySpec(Model):
-    """Thresholds and budgets of the speculation decision (DESIGN.md §2, §4)."""
+    """Thresholds and budgets of the speculation decision (DESIGN.md §2, §4).
+
+    `placement` is opt-in: the default `RelativeSpeedup` is DESIGN.md's rule and decides exactly as
+    before the field existed. S_real is relative to the node's own plain step, so on a mixed-generation
+    pool it favours an idle slow card (an RTX 4090's S_real can beat an H100's while its tokens/s are
+    far lower); `Throughput` ranks by what a closed-loop interactive client feels, the absolute decode
+    rate S_real(k*, B) / t_u(B) (docs/evidence.md measures both on the simulator's mixed pool).
+    """
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -181,6 +188,12 @@ class SpeculationPolicySpec(Model):
     default_tpot_slo_ms: float = Field(default=100.0, gt=0)
     default_class: Literal["interactive", "batch"] = "interactive"
     slack_aggregation: Literal["min", "mean", "max"] = "min"
+    placement: Literal["RelativeSpeedup", "Throughput"] = Field(
+        default="RelativeSpeedup",
+        description="How an interactive workload with a healthy draft picks among sovereign nodes: "
+        "RelativeSpeedup (DESIGN.md §2) = highest predicted S_real at its expected batch; Throughput = "
+        "highest predicted decode rate per sequence, S_real / t_u(B). Plain placement is the same in both.",
+    )
     alpha_quantile: float = Field(default=0.25, gt=0, lt=1)
     weak_acceptance: float = Field(
         default=0.6, ge=0, le=1, description="A draft whose decision alpha is below this is weak: plain."

@@ -28,6 +28,9 @@ additive podSetUpdates (I4). Choices where DESIGN.md is silent:
 - Draft memory: the minimum free framebuffer over the node's free GPUs must hold the draft; unknown
   free memory turns speculation off on that node.
 - Ties: placement by higher S_real, then higher slack, then node name; k* by the smaller k.
+- Placement `Throughput` (opt-in, `spec.placement`): the same order with the key S_real(k*, B) / t_u(B),
+  the predicted decode tokens/s per sequence at the expected batch (S = 1 where speculation is off on
+  the node; 0 when the node's profile or load is unknown). Plain placement is the same in both modes.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 import numpy as np
+import numpy.typing as npt
 
 from sovereignspec.api.meta import (
     ANNOTATION_DECISION,
@@ -60,7 +64,7 @@ from sovereignspec.model.acceptance import AcceptanceEstimate, estimate_acceptan
 from sovereignspec.model.cluster import ClusterSnapshot, NodeInfo, SnapshotIndex
 from sovereignspec.model.profiles import DEFAULT_PROFILES, ProfileBook
 from sovereignspec.model.speedup import slack as slack_of
-from sovereignspec.model.steptime import U_MAX, StepCurve
+from sovereignspec.model.steptime import U_MAX, StepCurve, stretched
 from sovereignspec.model.telemetry import AcceptanceSample, GpuSample, TelemetrySnapshot
 from sovereignspec.model.workload import PodSetInfo, WorkloadInfo
 from sovereignspec.policy.claims import Claims, parse_slo_ms, read_claims
@@ -582,13 +586,19 @@ def decide(
     names = [c.name for c in candidates]
     name_rank = np.empty(n_cand, dtype=np.int64)
     name_rank[sorted(range(n_cand), key=names.__getitem__)] = np.arange(n_cand)
+    rate_by_node: dict[str, float | None] = {}
     if off is None:  # interactive with a healthy draft: highest S_real, then more slack, then name
         key1, key2 = np.ones(n_cand), np.full(n_cand, -1.0)
+        at = np.fromiter((pos.get(nm, -1) for nm in names), dtype=np.int64, count=n_cand)
+        hit = at >= 0
         if evaluation is not None:
-            at = np.fromiter((pos.get(nm, -1) for nm in names), dtype=np.int64, count=n_cand)
-            hit = at >= 0
             key1[hit] = evaluation.speedup_expected[at[hit]]
             key2[hit] = evaluation.slack_expected[at[hit]]
+        if policy.placement == "Throughput":  # highest decode rate S_real(k*, B) / t_u(B) instead
+            key1 = _predicted_rates(candidates, hit, at, evaluation, book, claims, gpu_info)
+            rate_by_node = {
+                nm: (float(r) if r > 0 else None) for nm, r in zip(names, key1.tolist(), strict=True)
+            }
     else:  # plain: most loaded node that fits (u if known, else allocated fraction), then name
         alloc = np.fromiter(
             (
@@ -695,6 +705,7 @@ def decide(
                 load=None if loads.get(cand.name) is None else round(float(loads[cand.name] or 0.0), 6),
                 k=kk,
                 free_gpus=free_by_node[cand.name],
+                predicted_rate=_round_or_none(rate_by_node.get(cand.name)),
             )
         )
     speedup_by_k: list[float] = []
@@ -707,6 +718,7 @@ def decide(
         method=claims.method,
         tpot_slo_ms=claims.tpot_slo_ms,
         expected_batch=claims.expected_batch,
+        placement=None if policy.placement == "RelativeSpeedup" else policy.placement,
     )
     if enabled:
         reason = "SpeculationOn"
@@ -718,6 +730,8 @@ def decide(
         assert off is not None
         reason = off.type
         message = f"node {chosen.name}: speculation off ({off.type}: {off.message})"
+    if rate_by_node:
+        message += f"; placement Throughput: {_fmt(rate_by_node.get(chosen.name))} tok/s per sequence"
     if tas is not None and len(placed) > 1:
         message += f"; TAS places pods on {len(placed)} nodes"
     return finish(
@@ -777,6 +791,51 @@ def _node_input(
         u=u,
         neighbours=_neighbours(ctx, node, free_gpus, book, policy, filter_self=False),
     )
+
+
+def _round_or_none(x: float | None) -> float | None:
+    return None if x is None else round(x, 6)
+
+
+def _predicted_rates(
+    candidates: Sequence[NodeInfo],
+    hit: npt.NDArray[np.bool_],
+    at: npt.NDArray[np.int64],
+    evaluation: Evaluation | None,
+    book: ProfileBook,
+    claims: Claims,
+    gpu_info: Mapping[str, tuple[list[GpuSample], float | None, float | None]],
+) -> npt.NDArray[np.float64]:
+    """Placement Throughput's key: decode tokens/s per sequence at the expected batch, S_real(k*, B) /
+    t_u(B). Evaluated nodes in one vectorised step; a node where speculation is off (no draft memory,
+    ...) runs plain, S = 1, at 1 / t_u(B) when its profile and load are known; otherwise 0 (last)."""
+    rate = np.zeros(len(candidates))
+    if evaluation is not None and hit.any():
+        rate[hit] = evaluation.speedup_expected[at[hit]] / evaluation.step_expected[at[hit]]
+    for i in np.nonzero(~hit)[0].tolist():
+        step = _plain_step(candidates[i], book, claims, gpu_info.get(candidates[i].name))
+        if step is not None and step > 0:
+            rate[i] = 1.0 / step
+    return rate
+
+
+def _plain_step(
+    node: NodeInfo,
+    book: ProfileBook,
+    claims: Claims,
+    info: tuple[list[GpuSample], float | None, float | None] | None,
+) -> float | None:
+    """t_u(B) at the expected batch on a node that was not evaluated, when computable."""
+    if info is None or info[1] is None:
+        return None
+    product = node.labels.get(LABEL_GPU_PRODUCT) or next(
+        (g.model_name for g in info[0] if g.model_name), None
+    )
+    prof = book.find(product, claims.target_model)
+    if prof is None:
+        return None
+    c = _curve(prof)
+    return float(stretched(c.t0, c.g(claims.expected_batch), info[1]))
 
 
 def _plain_slack(

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from sovereignspec.model.speedup import load_increase, neighbour_slowdown, slack, step_ratio
-from sovereignspec.model.steptime import U_MAX, StepCurve
+from sovereignspec.model.speedup import load_increase, neighbour_slowdown, step_ratio
+from sovereignspec.model.steptime import U_MAX, StepCurve, stretched
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -78,6 +78,7 @@ class Evaluation:
     slack_expected: FloatArray  # [N]
     slowdown_expected: FloatArray  # [N, J] at the expected batch with its range's k*
     speedup_by_k: FloatArray  # [N, K+1] S_real at the expected batch for every k (for the record)
+    step_expected: FloatArray  # [N] t_u(B) at the expected batch, plain (for placement Throughput)
 
 
 def max_load_increase(sigma_j: FloatArray, thr_j: FloatArray, u_j: FloatArray) -> FloatArray:
@@ -177,6 +178,9 @@ def evaluate_nodes(
     k_e = k_all[:, expected_range]
     rows = np.arange(n_nodes)
     speedup_e = s_real[rows, -1, k_e]
-    slack_e = slack(t0_c[cid], g_b_c[cid][:, -1], u[:, 0, 0])
+    step_e = stretched(t0_c[cid], g_b_c[cid][:, -1], u[:, 0, 0])
+    slack_e = t0_c[cid] / step_e  # sigma(B) = t0 / t_u(B)
     slow_e = neighbour_slowdown(sigma_j, du[rows, -1, k_e][:, None], u_j)  # [N, J]
-    return Evaluation(nodes, k_all[:, :-1], k_self[:, :-1], speedup_e, slack_e, slow_e, s_real[:, -1, :])
+    return Evaluation(
+        nodes, k_all[:, :-1], k_self[:, :-1], speedup_e, slack_e, slow_e, s_real[:, -1, :], step_e
+    )
