@@ -52,4 +52,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{key} {'PASS' if c['pass'] else 'FAIL'} {json.dumps(c['value'])}  ({c['what']})")
     print("goals", json.dumps(result["goals"]))
     print("goals with calibrated profiles", json.dumps(result["goalsCalibrated"]))
+    print("goals with placement Throughput", json.dumps(result["goalsThroughput"]))
+    print("goals with calibrated profiles and placement Throughput",
+          json.dumps(result["goalsCalibratedThroughput"]))  # fmt: skip
     return 0

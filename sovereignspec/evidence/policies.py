@@ -212,7 +212,10 @@ class DesignRuleTruth(Oracle):
     """Diagnostic: DESIGN.md's placement rule fed the *true* S_real (perfect estimates) — an interactive
     subject with a healthy draft goes to the node with the highest true relative speed-up at its expected
     batch (on the GPU the device plugin hands out; ties: name), a batch one or a weak draft to the most
-    loaded node — and the oracle's per-tick budget. What the rule itself costs, estimation aside."""
+    loaded node — and the oracle's per-tick budget. What the rule itself costs, estimation aside.
+    With `absolute`, the same for placement Throughput: the highest true decode rate instead."""
+
+    absolute = False
 
     def admit(self, sim: Simulation, e: int) -> int | None:
         eng = sim.sc.engines[e]
@@ -234,10 +237,17 @@ class DesignRuleTruth(Oracle):
                 rows[:, e] = np.arange(K_MAX + 1)
                 a0 = np.full(len(batch), eng.draft.a0)
                 rate, _ = sim.evaluate(np.repeat(go[None, :], K_MAX + 1, axis=0), batch, rows, a0)
-                key = (float((rate[:, e] / rate[0, e]).max()), node)
+                best_k = rate[:, e] if self.absolute else rate[:, e] / rate[0, e]
+                key = (float(best_k.max()), node)
             if best is None or key > best[0]:
                 best = (key, g)
         return None if best is None else best[1]
+
+
+class ThroughputRuleTruth(DesignRuleTruth):
+    """Diagnostic: placement Throughput fed the true decode rate (perfect estimates), oracle's budget."""
+
+    absolute = True
 
 
 def expected_len(sim: Simulation, e: int, k: int, tick: int) -> float:

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from sovereignspec.api.speculation_policy import SpeculationPolicySpec
 from sovereignspec.evidence import policies as pol
 from sovereignspec.evidence.metrics import per_tenant, summary
 from sovereignspec.evidence.scenario import (
@@ -26,9 +27,15 @@ from sovereignspec.evidence.sim import Policy, Simulation, simulate
 from sovereignspec.evidence.sovereign import SovereignSpec, calibrated_policy
 
 POLICY_NAMES = ("off", "always-on", "static-schedule", "in-engine-goodput", "sovereignspec", "oracle")
-VARIANTS = ("sovereignspec-calibrated", "sovereignspec-calibrated-drift")
-"""SovereignSpec as a user would configure it: with the shipped calibrated profiles, and with
-reconfigureOnDrift: true as well. Reported next to the headline row (the out-of-the-box policy)."""
+VARIANTS = (
+    "sovereignspec-calibrated",
+    "sovereignspec-calibrated-drift",
+    "sovereignspec-throughput",
+    "sovereignspec-calibrated-throughput",
+)
+"""SovereignSpec as a user would configure it: with the shipped calibrated profiles, with
+reconfigureOnDrift: true as well, and with the opt-in `placement: Throughput` (defaults or calibrated).
+Reported next to the headline row (the out-of-the-box policy)."""
 Progress = Callable[[str], None]
 
 
@@ -46,6 +53,13 @@ def make_policy(name: str) -> Policy:
         ),
         "sovereignspec-calibrated-drift": lambda: SovereignSpec(
             calibrated_policy(reconfigure_on_drift=True), name="sovereignspec-calibrated-drift"
+        ),
+        "sovereignspec-throughput": lambda: SovereignSpec(
+            SpeculationPolicySpec(placement="Throughput"), name="sovereignspec-throughput"
+        ),
+        "sovereignspec-calibrated-throughput": lambda: SovereignSpec(
+            calibrated_policy().model_copy(update={"placement": "Throughput"}),
+            name="sovereignspec-calibrated-throughput",
         ),
     }
     return makers[name]()
@@ -258,23 +272,27 @@ def _scenario_json(sc: Scenario, r: ScenarioResult) -> dict[str, Any]:
 
 def decomposition(sc: Scenario | None = None, seed: int = 7) -> dict[str, dict[str, float]]:
     """Diagnostic (not in the standard suite): goodput of every placement (sovereignspec's, the
-    oracle's, LeastAllocated's, DESIGN's rule fed the true S_real) crossed with every draft budget
+    oracle's, LeastAllocated's, DESIGN's rule fed the true S_real, placement Throughput's, and the
+    Throughput rule fed the true decode rate) crossed with every draft budget
     (decide() pinned to that placement, the oracle's per-tick k, plain, fixed k=5). Splits
     sovereignspec's gap to the oracle into what its placement and what its budget lose.
     `.venv/bin/python -c "from sovereignspec.evidence.suite import decomposition as d; print(d())"`"""
     from sovereignspec.evidence.metrics import goodput
 
     sc = sc or mixed()
+    throughput = SpeculationPolicySpec(placement="Throughput")
     placements = {
         "sovereignspec": simulate(sc, SovereignSpec(), seed).placement.max(axis=0),
         "oracle": simulate(sc, pol.Oracle(), seed).placement.max(axis=0),
         "least-allocated": simulate(sc, pol.off(), seed).placement.max(axis=0),
         "design-rule-true": simulate(sc, pol.DesignRuleTruth(), seed).placement.max(axis=0),
+        "throughput": simulate(sc, SovereignSpec(throughput), seed).placement.max(axis=0),
+        "throughput-rule-true": simulate(sc, pol.ThroughputRuleTruth(), seed).placement.max(axis=0),
     }
     out: dict[str, dict[str, float]] = {}
     for where, placed in placements.items():
         budgets: dict[str, Policy] = {
-            "sovereignspec": SovereignSpec(placed=placed),
+            "sovereignspec": SovereignSpec(throughput if where == "throughput" else None, placed=placed),
             "oracle": pol.PlacedOracle(placed),
             "off": pol.Placed(placed, None, "placed-off"),
             "k5": pol.Placed(placed, [[1, 1024, 5]], "placed-k5"),
@@ -300,5 +318,7 @@ def run_standard(seed: int = 7, progress: Progress | None = None) -> tuple[dict[
         "claims": claims(m, mix, sat, st),
         "goals": _goals(mix, sat, st, "sovereignspec"),
         "goalsCalibrated": _goals(mix, sat, st, "sovereignspec-calibrated"),
+        "goalsThroughput": _goals(mix, sat, st, "sovereignspec-throughput"),
+        "goalsCalibratedThroughput": _goals(mix, sat, st, "sovereignspec-calibrated-throughput"),
     }  # fmt: skip
     return result, {"mixed": mix, "saturated": sat, "stress": st, "micro": m}

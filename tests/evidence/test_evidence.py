@@ -81,7 +81,8 @@ def test_sovereignspec_causes_no_violations_and_beats_always_on(
     standard: tuple[dict[str, Any], dict[str, Any]],
 ) -> None:
     result = standard[0]
-    for goals in (result["goals"], result["goalsCalibrated"]):
+    for key in ("goals", "goalsCalibrated", "goalsThroughput", "goalsCalibratedThroughput"):
+        goals = result[key]
         assert goals["violationsCaused"] == 0
         assert goals["gainOverAlwaysOnSaturated"] > 0
         assert goals["gainOverAlwaysOnStress"] >= 0.2
@@ -91,13 +92,38 @@ def test_sovereignspec_causes_no_violations_and_beats_always_on(
         assert t["sovereignspec"]["goodput"] > t["off"]["goodput"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="mixed pool: 0.933 (default) / 0.968 (calibrated) of the oracle; DESIGN's placement by relative "
-    "S_real caps it at 0.965 even with perfect estimates and the oracle's per-tick k (docs/evidence.md)",
-)
-def test_goal_oracle_share_mixed(standard: tuple[dict[str, Any], dict[str, Any]]) -> None:
-    assert standard[0]["goals"]["pass"]
+@pytest.mark.parametrize(
+    "goals",
+    [
+        pytest.param(
+            key,
+            marks=pytest.mark.xfail(strict=True, reason=f"mixed pool: {why} (docs/evidence.md, Goals)"),
+        )
+        for key, why in (
+            ("goals", "0.933 of the oracle; DESIGN's placement by relative S_real caps it at 0.965 even "
+             "with perfect estimates and the oracle's per-tick k"),
+            ("goalsCalibrated", "0.968 of the oracle, same placement cap"),
+            ("goalsThroughput", "0.951 of the oracle; placement Throughput with the oracle's per-tick k "
+             "reaches 0.983: what is left is decide()'s admission-time budget (report-1 runs plain as "
+             "batch class, chat-2/chat-3 at k 2/1.4 where the oracle runs 4.2/3.0)"),
+            ("goalsCalibratedThroughput", "0.949 of the oracle, same budget gap"),
+        )
+    ],
+)  # fmt: skip
+def test_goal_oracle_share_mixed(standard: tuple[dict[str, Any], dict[str, Any]], goals: str) -> None:
+    assert standard[0][goals]["pass"]
+
+
+def test_placement_throughput_closes_part_of_the_mixed_gap(
+    standard: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    """Opt-in placement Throughput: above the default on the mixed pool, not below it on busy/stress."""
+    result = standard[0]
+    assert result["goalsThroughput"]["oracleShareMixed"] >= result["goals"]["oracleShareMixed"] + 0.01
+    for pool in ("Saturated", "Stress"):
+        assert result["goalsThroughput"][f"oracleShare{pool}"] >= result["goals"][f"oracleShare{pool}"]
+    variants = result["scenarios"]["mixed"]["variants"]
+    assert variants["sovereignspec-throughput"]["sloViolationsCaused"] == 0
 
 
 def test_decomposition_reproduces_the_diagonal(standard: tuple[dict[str, Any], dict[str, Any]]) -> None:
@@ -110,6 +136,10 @@ def test_decomposition_reproduces_the_diagonal(standard: tuple[dict[str, Any], d
     assert d["oracle"]["oracle"] == pytest.approx(t["oracle"]["goodput"], abs=0.1)
     assert d["least-allocated"]["off"] == pytest.approx(t["off"]["goodput"], abs=0.1)
     assert d["least-allocated"]["k5"] == pytest.approx(t["always-on"]["goodput"], abs=0.1)
+    v = standard[0]["scenarios"]["mixed"]["variants"]
+    assert d["throughput"]["sovereignspec"] == pytest.approx(
+        v["sovereignspec-throughput"]["goodput"], abs=0.1
+    )
 
 
 def test_drift_rule_no_longer_flip_flops(standard: tuple[dict[str, Any], dict[str, Any]]) -> None:
