@@ -443,6 +443,7 @@ def main() -> int:
                     describe=lambda: f"{reserved()} of {len(back)}",
                 )
             finally:
+                say(f"backlog of {len(back)} quota-reserved: resuming the operator")
                 cpu_b0 = proc_cpu_seconds(op.proc.pid)
                 t_resume = time.monotonic()
                 os.kill(op.proc.pid, signal.SIGCONT)

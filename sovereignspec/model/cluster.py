@@ -9,7 +9,7 @@ grouping once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from functools import cached_property
 
 from pydantic import ConfigDict
@@ -132,7 +132,12 @@ class SnapshotIndex:
     acceptance samples: they change with every pod's draft identity and no per-node fact reads them)."""
 
     def __init__(
-        self, snap: ClusterSnapshot, base: SnapshotIndex | None = None, carry: SnapshotIndex | None = None
+        self,
+        snap: ClusterSnapshot,
+        base: SnapshotIndex | None = None,
+        carry: SnapshotIndex | None = None,
+        held: Mapping[str, Sequence[Reservation]] | None = None,
+        pods: PodChanges | None = None,
     ) -> None:
         if base is not None:
             self.memo = base.memo
@@ -148,7 +153,7 @@ class SnapshotIndex:
             self._fingerprints = base._fingerprints
             self._nodes = base._nodes
             self._named_on = base._named_on
-        elif carry is not None and self._patch(snap, carry):
+        elif carry is not None and self._patch(snap, carry, pods):
             self.how = "patched"
         else:
             self.how = "full"
@@ -158,13 +163,16 @@ class SnapshotIndex:
         self.rmemo: dict[object, object] = {}
         """Derived facts that also read the reservations (a node's occupants, isolation), memoised
         for this snapshot only."""
-        # A reservation is consumed by the pods already bound under its decision name.
-        self.reservations_by_node: dict[str, list[tuple[Reservation, int]]] = {}
-        for r in snap.reservations:
-            if not r.trusted:
-                continue
-            left = max(0, r.gpus - self.bound_by_decision.get((r.namespace, r.name), 0))
-            self.reservations_by_node.setdefault(r.node, []).append((r, left))
+        if held is None:
+            grouped: dict[str, list[Reservation]] = {}
+            for r in snap.reservations:
+                if r.trusted:
+                    grouped.setdefault(r.node, []).append(r)
+            held = grouped
+        self.reservations_by_node: Mapping[str, list[tuple[Reservation, int]]] = _Held(
+            held, self.bound_by_decision
+        )
+        """Trusted reservations by node, each with the GPUs it still holds (see _Held)."""
 
     def _build(self, snap: ClusterSnapshot) -> None:
         self.memo = {}
@@ -204,16 +212,23 @@ class SnapshotIndex:
             key = (p.namespace, dec)
             self.bound_by_decision[key] = self.bound_by_decision.get(key, 0) + sign * p.gpu_request
 
-    def _patch(self, snap: ClusterSnapshot, old: SnapshotIndex) -> bool:
+    def _patch(self, snap: ClusterSnapshot, old: SnapshotIndex, pods: PodChanges | None = None) -> bool:
         """Only pods or nodes changed (namespaces and samples are the same objects): patch `old`'s
         groupings for the pods that changed and keep every fact about the nodes they do not touch.
         O(pods) identity checks instead of regrouping every pod and GPU sample of the cluster; a node
         whose object changed (labels, taints, a cordon) loses only its own facts."""
         if not _same_inputs(_global_inputs(snap), old.inputs):
             return False
-        pod_by_key = {(p.namespace, p.name): p for p in snap.pods}
-        if len(pod_by_key) != len(snap.pods):
-            return False  # one key twice (a hand-written scenario): the full build counts both
+        if pods is not None:
+            pod_by_key, maybe = pods
+            changed = {k for k in maybe if old.pod_by_key.get(k) is not pod_by_key.get(k)}
+        else:
+            pod_by_key = {(p.namespace, p.name): p for p in snap.pods}
+            if len(pod_by_key) != len(snap.pods):
+                return False  # one key twice (a hand-written scenario): the full build counts both
+            changed = {k for k, p in pod_by_key.items() if old.pod_by_key.get(k) is not p}
+            if len(pod_by_key) - len(changed) != len(old.pod_by_key):  # some pods are gone
+                changed |= {k for k in old.pod_by_key if k not in pod_by_key}
         touched: set[str] = set()
         if same_items(snap.nodes, old._nodes):
             self._nodes, self.node_by_name = old._nodes, old.node_by_name
@@ -224,9 +239,6 @@ class SnapshotIndex:
             touched |= {n for n, obj in node_by_name.items() if old.node_by_name.get(n) is not obj}
             touched |= old.node_by_name.keys() - node_by_name.keys()
             self._nodes, self.node_by_name = snap.nodes, node_by_name
-        changed = {k for k, p in pod_by_key.items() if old.pod_by_key.get(k) is not p}
-        if len(pod_by_key) - len(changed) != len(old.pod_by_key):  # some pods are gone
-            changed |= {k for k in old.pod_by_key if k not in pod_by_key}
         self.pods_by_node = dict(old.pods_by_node)
         self.gpu_used = dict(old.gpu_used)
         self.bound_by_decision = dict(old.bound_by_decision)
@@ -279,7 +291,34 @@ class SnapshotIndex:
                 self.memo[key] = value
 
 
+class _Held(Mapping[str, list[tuple[Reservation, int]]]):
+    """Trusted reservations by node, each with the GPUs it still holds: a reservation is consumed by the
+    pods already bound under its decision name. Computed per node on first read: a decision reads the
+    nodes it considers, and the operator hands over groups it keeps up to date instead of regrouping
+    every reservation of the cluster per decision."""
+
+    def __init__(self, groups: Mapping[str, Sequence[Reservation]], bound: Mapping[tuple[str, str], int]):
+        self._groups, self._bound = groups, bound
+        self._done: dict[str, list[tuple[Reservation, int]]] = {}
+
+    def __getitem__(self, node: str) -> list[tuple[Reservation, int]]:
+        hit = self._done.get(node)
+        if hit is None:
+            hit = self._done[node] = [
+                (r, max(0, r.gpus - self._bound.get((r.namespace, r.name), 0))) for r in self._groups[node]
+            ]
+        return hit
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._groups)
+
+    def __len__(self) -> int:
+        return len(self._groups)
+
+
 Inputs = tuple[list[GpuSample] | None, list[EngineSample] | None, list[NamespaceInfo]]
+PodChanges = tuple[dict[tuple[str, str], PodInfo], set[tuple[str, str]]]
+"""A snapshot's pods by (namespace, name), and the keys whose pod may differ from the previous one's."""
 
 
 def _global_inputs(snap: ClusterSnapshot) -> Inputs:
@@ -298,7 +337,7 @@ def _memo_node(key: object) -> object:
 
 def same_items(a: Sequence[object], b: Sequence[object]) -> bool:
     """The same objects in the same order: compared by identity first, then by value."""
-    return len(a) == len(b) and all(x is y or x == y for x, y in zip(a, b, strict=True))
+    return a is b or (len(a) == len(b) and all(x is y or x == y for x, y in zip(a, b, strict=True)))
 
 
 class ClusterSnapshot(Model):
@@ -322,14 +361,20 @@ class ClusterSnapshot(Model):
         return SnapshotIndex(self)
 
     def with_reservations(
-        self, reservations: list[Reservation], workloads: list[WorkloadRef]
+        self,
+        reservations: list[Reservation],
+        workloads: list[WorkloadRef],
+        held: Mapping[str, Sequence[Reservation]] | None = None,
     ) -> ClusterSnapshot:
         """This snapshot with other reservations and live workloads, sharing its index and the facts
-        memoised on it (nodes, pods and telemetry are the same objects): one per decision, cheap."""
+        memoised on it (nodes, pods and telemetry are the same objects): one per decision, cheap.
+        `held`, when given, is the trusted `reservations` already grouped by node."""
         new = self.model_copy(update={"reservations": reservations, "workloads": workloads})
-        new.__dict__["index"] = SnapshotIndex(new, base=self.index)
+        new.__dict__["index"] = SnapshotIndex(new, base=self.index, held=held)
         return new
 
-    def carry_index_from(self, previous: ClusterSnapshot) -> None:
-        """Build this snapshot's index keeping what `previous` memoised about unchanged nodes."""
-        self.__dict__["index"] = SnapshotIndex(self, carry=previous.index)
+    def carry_index_from(self, previous: ClusterSnapshot, pods: PodChanges | None = None) -> None:
+        """Build this snapshot's index keeping what `previous` memoised about unchanged nodes. `pods`,
+        when the caller tracks them: this snapshot's pods by (namespace, name), and every key whose pod
+        may differ from `previous`'s (saves comparing every pod)."""
+        self.__dict__["index"] = SnapshotIndex(self, carry=previous.index, pods=pods)

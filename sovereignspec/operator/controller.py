@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import kopf
 from kubernetes import client
@@ -54,11 +56,13 @@ from sovereignspec.operator.metrics import (
     DRIFT_GAUGE,
     SNAPSHOT_BUILDS,
 )
+from sovereignspec.operator.mirror import Mirror
+from sovereignspec.operator.reservations import ReservationTable, reservation_of
 from sovereignspec.operator.settings import OperatorSettings
 from sovereignspec.policy.admission_check import entry_wire, set_admission_check_state
 from sovereignspec.policy.decide import decide
 from sovereignspec.policy.decision import Decision, check_entry, speculation_decision_object
-from sovereignspec.policy.parse import ParseError, parse_reservation
+from sovereignspec.policy.parse import ParseError
 from sovereignspec.policy.request import RequestError, request_for
 from sovereignspec.telemetry.annotations import DraftIdentity
 from sovereignspec.telemetry.join import build_snapshot as telemetry_snapshot
@@ -67,6 +71,7 @@ from sovereignspec.telemetry.reader import PrometheusReader
 from sovereignspec.telemetry.reading import TelemetryReading
 
 log = logging.getLogger("sovereignspec.controller")
+T = TypeVar("T")
 
 
 @dataclass
@@ -84,6 +89,8 @@ class Views:
     decisions: list[Mapping[str, Any]] = field(default_factory=list)
     holding: list[WorkloadRef] = field(default_factory=list)
     holding_bodies: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
+    pods_version: int = -1
+    """The mirror's pod table version `pods` was read at (-1: not read from the mirror)."""
 
 
 def _utcnow() -> datetime:
@@ -100,9 +107,8 @@ class Controller:
         self._pending_seen: dict[str, float] = {}
         self._answered: dict[str, str] = {}  # key -> quota marker of the reservation we answered
         self._busy: set[str] = set()
-        self._decision_cache: dict[
-            tuple[str, str], tuple[Any, tuple[Reservation, tuple[str, str | None, str | None]] | None]
-        ] = {}
+        self.mirror = Mirror()  # filled by the index and event handlers
+        self._reservations = ReservationTable(reservation_of)
         self._reading: TelemetryReading | None = None
         self._base: tuple[tuple[list[Any], ...], ClusterSnapshot] | None = None
         self._telemetry_cache: (
@@ -112,6 +118,9 @@ class Controller:
         if settings.prometheus_url:
             self._reader = PrometheusReader(settings.prometheus_url, metrics=default_metrics())
         self._tasks: list[asyncio.Task[None]] = []
+        # API writes get threads of their own: asyncio's default pool (cpu count + 4 threads) capped a
+        # drained backlog at ~6 round trips in flight, and the telemetry refresh shares that pool.
+        self._api_pool = ThreadPoolExecutor(settings.api_concurrency, thread_name_prefix="sovereignspec-api")
         self.indexes: Mapping[str, Any] | None = None  # kopf's live index views, bound by the handlers
         self.resync: Callable[[], Awaitable[None]] | None = None
         self.views_fn: Callable[[], Views] | None = None  # bound by the handlers with the indexes
@@ -151,13 +160,19 @@ class Controller:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         self._tasks.clear()
+        self._api_pool.shutdown(wait=False, cancel_futures=True)
+
+    async def _api_call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """A blocking Kubernetes client call on the API pool, off the event loop."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._api_pool, functools.partial(fn, *args, **kwargs))
 
     async def _telemetry_loop(self) -> None:
         """Refresh telemetry off the decision path: a slow Prometheus never delays an admission."""
         assert self._reader is not None
         while True:
             try:
-                self._reading = await asyncio.to_thread(self._reader.refresh)
+                self._reading = await asyncio.to_thread(self._reader.refresh)  # not an API write
             except Exception:  # the reader reports trouble as gaps; this is a bug guard
                 log.exception("telemetry refresh failed")
             await asyncio.sleep(self.settings.telemetry_refresh_seconds)
@@ -191,7 +206,7 @@ class Controller:
         if condition is None:
             return  # already up to date: level-based, no write
         try:
-            await asyncio.to_thread(
+            await self._api_call(
                 apply_admission_check_condition,
                 self.api,
                 name=body["metadata"]["name"],
@@ -252,7 +267,7 @@ class Controller:
             outcome = "drifted" if result.drifted else "stable"
             try:
                 if cond is not None:
-                    await asyncio.to_thread(
+                    await self._api_call(
                         apply_decision_conditions,
                         self.api,
                         namespace=ns,
@@ -296,64 +311,30 @@ class Controller:
             for k in [k for k in table if k.startswith(prefix)]:
                 del table[k]
 
-    def _parse_decision(
-        self, obj: Mapping[str, Any]
-    ) -> tuple[Reservation, tuple[str, str | None, str | None]] | None:
-        """parse_reservation without its liveness test, plus the owner to test liveness with;
-        memoised per resourceVersion: validating every decision for every decision was O(N²)."""
-        meta = obj.get("metadata") or {}
-        key = (str(meta.get("namespace")), str(meta.get("name")))
-        rv = meta.get("resourceVersion")
-        hit = self._decision_cache.get(key)
-        if hit is not None and rv is not None and hit[0] == rv:
-            return hit[1]
-        r = parse_reservation(obj, None)
-        val = None
-        if r is not None:
-            owner = next(
-                (
-                    o
-                    for o in meta.get("ownerReferences") or []
-                    if isinstance(o, Mapping) and o.get("kind") == "Workload" and o.get("controller")
-                ),
-                {},
-            )
-            val = (r, (r.namespace, owner.get("name"), owner.get("uid")))
-        self._decision_cache[key] = (rv, val)
-        return val
-
     def snapshot(self, views: Views, exclude: tuple[str, str] | None = None) -> ClusterSnapshot:
-        """The decision input from the indexes; `exclude` drops the decided workload's own reservation."""
-        holding = list(views.holding)
-        reservations: dict[tuple[str, str], Reservation] = {}
-        live_owners = {(w.namespace, w.name, w.uid) for w in holding}
-        if len(self._decision_cache) > 2 * len(views.decisions) + 100:
-            self._decision_cache.clear()  # forget deleted decisions
-        for obj in views.decisions:
-            try:
-                parsed = self._parse_decision(obj)
-            except ParseError:
-                continue
-            if parsed is not None:
-                r, owner = parsed
-                if r.trusted and owner not in live_owners:  # parse_reservation's liveness test
-                    r = r.model_copy(update={"trusted": False})
-                reservations[(r.namespace, r.name)] = r
-        live = {(w.namespace, w.name) for w in holding}
-        for r in self._inflight.values():
-            if (r.namespace, r.name) in live:
-                reservations[(r.namespace, r.name)] = r
-        if exclude is not None:
-            reservations.pop(exclude, None)
-        return self._base_snapshot(views).with_reservations(list(reservations.values()), holding)
+        """The decision input: the base snapshot plus the reservations, kept up to date from the
+        decisions and workloads that changed; `exclude` drops the decided workload's own reservation."""
+        m = self.mirror
+        self._reservations.update(m.decisions, m.holding)
+        self._drop_landed()
+        res, held = self._reservations.view(self._inflight.values(), m.holding.items, exclude)
+        return self._base_snapshot(views).with_reservations(res, views.holding, held)
+
+    def _drop_landed(self) -> None:
+        """Forget in-flight reservations whose decision has landed as written: the table has them, and
+        keeping every admitted workload's made each decision O(workloads) again."""
+        table = self._reservations.table
+        for uid, r in list(self._inflight.items()):
+            t = table.get((r.namespace, r.name))
+            if t is not None and t.trusted and t.node == r.node and t.gpus == r.gpus:
+                del self._inflight[uid]
 
     def _base_snapshot(self, views: Views) -> ClusterSnapshot:
         """Everything but the reservations, reused while the indexes hold the same parsed objects; on a
         change, the new snapshot keeps what the old one memoised about unchanged nodes."""
         policies = [p for p in views.speculation_policies.values() if isinstance(p, SpeculationPolicy)]
-        parts: tuple[list[Any], ...] = (
+        parts: tuple[list[Any], ...] = (  # pods: by the mirror's changed keys instead
             views.nodes,
-            views.pods,
             views.namespaces,
             views.flavors,
             views.checks,
@@ -362,8 +343,12 @@ class Controller:
         )
         tel = self.telemetry(views.identities)
         prev = self._base
+        pods = self.mirror.pods
+        fresh = views.pods_version == pods.version  # views.pods is the mirror's pods as they are now
         if (
             prev is not None
+            and fresh
+            and not pods.changed
             and prev[1].telemetry is tel
             and all(same_items(a, b) for a, b in zip(prev[0], parts, strict=True))
         ):
@@ -380,8 +365,11 @@ class Controller:
             sovereignty_policies=views.sovereignty_policies,
             telemetry=tel,
         )
+        # Changes are consumed only by a snapshot of the mirror's current pods; otherwise they stay for
+        # the next one (a superset is harmless: each key is compared by identity).
+        tracked = (dict(pods.items), pods.take_changed()) if fresh else None
         if prev is not None:
-            snap.carry_index_from(prev[1])
+            snap.carry_index_from(prev[1], tracked)
         SNAPSHOT_BUILDS.labels(how=snap.index.how).inc()
         self._base = (parts, snap)
         return snap
@@ -479,7 +467,7 @@ class Controller:
         previous = wl.check(d.admission_check)
         entry = entry_wire(set_admission_check_state(previous, check_entry(d), now))
         try:
-            await asyncio.to_thread(
+            await self._api_call(
                 apply_decision,
                 self.api,
                 obj=speculation_decision_object(d, wl.uid),
@@ -530,7 +518,7 @@ class Controller:
         self, wl: WorkloadInfo, entry: Mapping[str, Any], resource_version: str | None
     ) -> None:
         """Our entry, applied only onto the Workload version the answer was computed from."""
-        await asyncio.to_thread(
+        await self._api_call(
             apply_workload_check,
             self.api,
             namespace=wl.namespace,
@@ -562,7 +550,7 @@ class Controller:
             or _utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"),
         }
         try:
-            await asyncio.to_thread(
+            await self._api_call(
                 apply_workload_check,
                 self.api,
                 namespace=meta["namespace"],

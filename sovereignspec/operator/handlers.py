@@ -40,6 +40,12 @@ def _values(index: Mapping[Any, Iterable[T]]) -> list[T]:
     return [v for store in index.values() for v in store]
 
 
+def _key(body: Mapping[str, Any]) -> tuple[str, str]:
+    """(namespace, name) as the parsers spell it: a missing namespace reads "default"."""
+    meta = body.get("metadata") or {}
+    return str(meta.get("namespace") or "default"), str(meta.get("name"))
+
+
 def _safe(what: str, fn: Callable[[Mapping[str, Any]], T], body: Mapping[str, Any]) -> T | None:
     try:
         return fn(body)
@@ -105,9 +111,17 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
     async def ss_pods(body: kopf.Body, **_: Any) -> dict[Any, Any]:
         p = _safe("Pod", parse_pod, body)
         if p is None or (p.node is None and p.gpu_request == 0):
+            ctrl.mirror.put_pod(_key(body), None)
             return {}
         key = (p.namespace, p.name)
-        return {key: unchanged("ss_pods", key, (p, pod_ref(body), draft_identity(body)))}
+        value = unchanged("ss_pods", key, (p, pod_ref(body), draft_identity(body)))
+        ctrl.mirror.put_pod(key, *value)
+        return {key: value}
+
+    @kopf.on.event("", "v1", "pods", registry=registry)
+    async def on_pod(type: str | None, body: kopf.Body, **_: Any) -> None:
+        if type == "DELETED":  # kopf calls no index handler for a deletion
+            ctrl.mirror.put_pod(_key(body), None)
 
     @kopf.index("", "v1", "namespaces", registry=registry, id="ss_namespaces")
     async def ss_namespaces(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
@@ -138,7 +152,14 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
 
     @kopf.index(*OURS, "speculationdecisions", registry=registry, id="ss_decisions")
     async def ss_decisions(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
-        return {(namespace, name): dict(body)}
+        raw = dict(body)
+        ctrl.mirror.decisions.put(_key(body), raw)
+        return {(namespace, name): raw}
+
+    @kopf.on.event(*OURS, "speculationdecisions", registry=registry)
+    async def on_decision(type: str | None, body: kopf.Body, **_: Any) -> None:
+        if type == "DELETED":
+            ctrl.mirror.decisions.put(_key(body), None)
 
     @kopf.index(*KUEUE, "workloads", registry=registry, id="ss_workloads")
     async def ss_workloads(
@@ -146,31 +167,34 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
     ) -> dict[Any, Any]:
         out: dict[Any, Any] = {}
         if holding(body):
-            out[("holding", namespace, name)] = WorkloadRef(
-                namespace=namespace or "default", name=name, uid=uid
-            )
+            ref = WorkloadRef(namespace=namespace or "default", name=name, uid=uid)
+            ctrl.mirror.holding.put(_key(body), ref)
+            out[("holding", namespace, name)] = ctrl.mirror.holding.items[_key(body)]
             out[("body", namespace, name)] = dict(body)
+        else:
+            ctrl.mirror.holding.put(_key(body), None)
         return out
 
     def views(idx: Mapping[str, Any], bodies: bool = False) -> Views:
-        """Typed views over the indexes; workload bodies only for the drift sweep (a decision reads
-        only which workloads are live, and copying every body per decision was O(workloads))."""
-        pods = _values(idx["ss_pods"])
+        """Typed views over the indexes and the mirror (pods, decisions, holding workloads: copied at C
+        speed from its tables); workload bodies only for the drift sweep."""
+        m = ctrl.mirror
         specs: dict[str, SpeculationPolicy | str] = {}
         for key, store in idx["ss_spec_policies"].items():
             for v in store:
                 specs[key] = v
         return Views(
             nodes=_values(idx["ss_nodes"]),
-            pods=[p for p, _, _ in pods],
-            identities={ref: ident for _, ref, ident in pods if ref is not None and ident is not None},
+            pods=list(m.pods.items.values()),
+            pods_version=m.pods.version,
+            identities=m.identities(),
             namespaces=_values(idx["ss_namespaces"]),
             flavors=_values(idx["ss_flavors"]),
             checks=[c for c, _ in _values(idx["ss_checks"])],
             speculation_policies=specs,
             sovereignty_policies=_values(idx["ss_sov_policies"]),
-            decisions=_values(idx["ss_decisions"]),
-            holding=[w for k, s in idx["ss_workloads"].items() if k[0] == "holding" for w in s],
+            decisions=list(m.decisions.items.values()),
+            holding=list(m.holding.items.values()),
             holding_bodies={
                 (k[1] or "default", k[2]): b
                 for k, s in idx["ss_workloads"].items()
@@ -211,6 +235,7 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
     async def on_workload(type: str | None, body: kopf.Body, uid: str, **kw: Any) -> None:
         ctrl.indexes = kw  # kopf indexes are live views: the background loops read them too
         if type == "DELETED":
+            ctrl.mirror.holding.put(_key(body), None)
             ctrl.forget(uid)
             return
         await ctrl.on_workload(with_owner_pod(dict(body), kw), lambda: views(kw), ctrl_checks(kw))

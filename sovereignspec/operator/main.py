@@ -30,7 +30,9 @@ def load_api_client(settings: OperatorSettings) -> client.ApiClient:
         config.load_kube_config()
     else:
         config.load_incluster_config()
-    return client.ApiClient()
+    cfg = client.Configuration.get_default_copy()
+    cfg.connection_pool_maxsize = settings.api_concurrency  # one kept-alive connection per writer thread
+    return client.ApiClient(cfg)
 
 
 def run_operator(settings: OperatorSettings) -> int:

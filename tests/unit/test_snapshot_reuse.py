@@ -164,9 +164,12 @@ pod_changes = st.lists(
 
 
 @settings(max_examples=100, deadline=None)
-@given(steps=pod_changes, ns=st.sampled_from(TENANTS), speculate=st.booleans())
+@given(steps=pod_changes, ns=st.sampled_from(TENANTS), speculate=st.booleans(), tracked=st.booleans())
 def test_carried_index_decides_like_a_fresh_one(
-    steps: list[tuple[str, str, str | None, str | None, tuple[str, str] | None]], ns: str, speculate: bool
+    steps: list[tuple[str, str, str | None, str | None, tuple[str, str] | None]],
+    ns: str,
+    speculate: bool,
+    tracked: bool,
 ) -> None:
     """Pods start, move, change their SLO or go away, and nodes change, one after another; each new
     snapshot carries what the previous one memoised about unchanged nodes, and must decide like a
@@ -185,7 +188,13 @@ def test_carried_index_decides_like_a_fresh_one(
             )
         nxt = prev.model_copy(update={"pods": pods, "nodes": _edit_nodes(prev.nodes, node_edit)})
         nxt.__dict__.pop("index", None)
-        nxt.carry_index_from(prev)
+        if tracked:  # the operator's way: the pods by key, and the keys it saw change (plus one spare)
+            by_key = {(p.namespace, p.name): p for p in nxt.pods}
+            old = {(p.namespace, p.name): p for p in prev.pods}
+            maybe = {k for k in by_key.keys() | old.keys() if by_key.get(k) is not old.get(k)}
+            nxt.carry_index_from(prev, (by_key, maybe | {("shop", "eng")}))
+        else:
+            nxt.carry_index_from(prev)
         assert nxt.index.how == "patched"
         fresh = nxt.model_copy()
         fresh.__dict__.pop("index", None)
