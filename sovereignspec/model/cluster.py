@@ -266,6 +266,11 @@ class SnapshotIndex:
         self.memo = {k: v for k, v in old.memo.items() if _memo_node(k) not in touched}
         return True
 
+    @property
+    def node_list(self) -> list[NodeInfo]:
+        """The nodes, the same list object until a node changes (a key for facts about all of them)."""
+        return self._nodes
+
     def node_inputs(self, node: str) -> tuple[object, ...]:
         """Everything a memoised fact about `node` reads (compared by identity first, then value)."""
         hit = self._fingerprints.get(node)

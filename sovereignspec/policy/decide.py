@@ -36,7 +36,9 @@ additive podSetUpdates (I4). Choices where DESIGN.md is silent:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -298,6 +300,69 @@ class _Ctx:
 # Hard rules
 
 
+@dataclass(frozen=True)
+class _StaticFilter:
+    """The node filter's request- and reservation-independent part (I1, I4, taints, GPUs, readiness)."""
+
+    excluded: dict[str, int]
+    possible: bool
+    """Some node passes I1, the template selector, taints and GPU count: waiting can help."""
+    passed: list[NodeInfo]
+
+
+def _static_filter(
+    ctx: _Ctx,
+    template_selector: Mapping[str, str] | None,
+    tolerations: Sequence[Toleration],
+    need: int,
+    flavor_labels: Mapping[str, str],
+) -> _StaticFilter:
+    """Memoised on the index while its node list is the same object (a node change replaces it): the
+    per-node label and taint checks were most of a decision over 500 nodes, and they only depend on
+    the nodes and on these request constraints."""
+    idx = ctx.idx
+    sov = ctx.policies.sovereignty
+    key = (
+        "static-filter",
+        None,  # no node: survives pod patches, checked against the node list instead
+        ctx.wl.namespace,
+        id(sov),
+        None if template_selector is None else tuple(sorted(template_selector.items())),
+        tuple(tolerations),
+        need,
+        tuple(sorted(flavor_labels.items())),
+    )
+    hit = idx.memo.get(key)
+    if isinstance(hit, tuple) and hit[0] is idx.node_list and hit[1] is sov:
+        return cast(_StaticFilter, hit[2])
+    excluded: dict[str, int] = {}
+    possible = False
+    passed: list[NodeInfo] = []
+    for node in idx.node_list:
+        labels = node.labels
+        if not ctx.rules.allows_node_labels(labels):
+            why = "jurisdiction or policy labels"
+        elif template_selector is None or not _labels_match(labels, template_selector):
+            why = "template nodeSelector"
+        elif not taints_tolerated(node, tolerations):
+            why = "untolerated taints"
+        elif node.gpu_allocatable < need:
+            why = "too few GPUs"
+        else:
+            possible = True
+            if not _labels_match(labels, flavor_labels):
+                why = "admitted flavor's nodeLabels"
+            elif not node.ready or node.unschedulable:
+                why = "not ready or unschedulable"
+            else:
+                passed.append(node)
+                continue
+        excluded[why] = excluded.get(why, 0) + 1
+    result = _StaticFilter(excluded, possible, passed)
+    idx.memo[key] = (idx.node_list, sov, result)
+    return result
+
+
 def _pinned_node_selector(pod_sets: Sequence[PodSetInfo]) -> dict[str, str] | None:
     merged: dict[str, str] = {}
     for ps in pod_sets:
@@ -416,30 +481,14 @@ def decide(
     tas_set = set(tas) if tas is not None else None
 
     # -- node filter (I1-I4 static, then capacity and isolation)
-    excluded: dict[str, int] = {}
-    static_possible = False
     candidates: list[NodeInfo] = []
     free_by_node: dict[str, int] = {}
-    for node in snapshot.nodes:
-        labels = node.labels
-        if not rules.allows_node_labels(labels):
-            why = "jurisdiction or policy labels"
-        elif template_selector is None or not _labels_match(labels, template_selector):
-            why = "template nodeSelector"
-        elif not taints_tolerated(node, tolerations):
-            why = "untolerated taints"
-        elif node.gpu_allocatable < need and tas_set is None:
-            why = "too few GPUs"
-        else:
-            static_possible = True
+    if tas_set is None:
+        static = _static_filter(ctx, template_selector, tolerations, need, flavor_labels)
+        excluded, static_possible = dict(static.excluded), static.possible
+        for node in static.passed:
             free = ctx.free_gpus(node)
-            if not _labels_match(labels, flavor_labels):
-                why = "admitted flavor's nodeLabels"
-            elif tas_set is not None and node.name not in tas_set:
-                why = "outside the TAS assignment"
-            elif not node.ready or node.unschedulable:
-                why = "not ready or unschedulable"
-            elif tas_set is None and free < need:
+            if free < need:
                 why = "no free GPU capacity"
             elif not ctx.isolation_ok(node.name):
                 why = "isolation"
@@ -447,7 +496,32 @@ def decide(
                 candidates.append(node)
                 free_by_node[node.name] = free
                 continue
-        excluded[why] = excluded.get(why, 0) + 1
+            excluded[why] = excluded.get(why, 0) + 1
+    else:
+        excluded, static_possible = {}, False
+        for node in snapshot.nodes:
+            labels = node.labels
+            if not rules.allows_node_labels(labels):
+                why = "jurisdiction or policy labels"
+            elif template_selector is None or not _labels_match(labels, template_selector):
+                why = "template nodeSelector"
+            elif not taints_tolerated(node, tolerations):
+                why = "untolerated taints"
+            else:
+                static_possible = True
+                if not _labels_match(labels, flavor_labels):
+                    why = "admitted flavor's nodeLabels"
+                elif node.name not in tas_set:
+                    why = "outside the TAS assignment"
+                elif not node.ready or node.unschedulable:
+                    why = "not ready or unschedulable"
+                elif not ctx.isolation_ok(node.name):
+                    why = "isolation"
+                else:
+                    candidates.append(node)
+                    free_by_node[node.name] = ctx.free_gpus(node)
+                    continue
+            excluded[why] = excluded.get(why, 0) + 1
     summary = ", ".join(f"{n} {w}" for w, n in sorted(excluded.items(), key=lambda x: (-x[1], x[0])))
     if tas_set is not None:
         legal = {n.name for n in candidates}
