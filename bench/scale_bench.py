@@ -354,11 +354,15 @@ def main() -> int:
                 metric_sum(text, "sovereignspec_telemetry_refresh_seconds_count"),
             )
 
-        phases: list[tuple[str, float]] = []
+        phases: list[tuple[str, float | None]] = []  # None: no refresh completed in the phase
+
+        def per_refresh(queries: float, refreshes: float) -> float | None:
+            return queries / refreshes if refreshes > 0 else None
+
         q0, r0 = qpr()
         time.sleep(21)
         q1, r1 = qpr()
-        phases.append(("idle", (q1 - q0) / max(r1 - r0, 1)))
+        phases.append(("idle", per_refresh(q1 - q0, r1 - r0)))
 
         cpu0, req0 = proc_cpu_seconds(op.proc.pid), ident.requests()
         ann_i = serving_annotations()
@@ -389,7 +393,7 @@ def main() -> int:
             last = max(watcher.answered[k][0] for k in keys)
             busy += last - first
             qe, re_ = qpr()
-            phases.append((f"burst{burst_no}", (qe - qb) / max(re_ - rb, 1)))
+            phases.append((f"burst{burst_no}", per_refresh(qe - qb, re_ - rb)))
             say(
                 f"burst {burst_no}: {n} answered {last - first:.2f}s after the first Pending "
                 f"({time.monotonic() - t_submit:.1f}s after submit)"
@@ -490,7 +494,7 @@ def main() -> int:
             if cpu_s > 0
             else None,
             "operatorRssMb": round(max(sampler.max_rss, rss_now), 1),
-            "queriesPerRefresh": round(statistics.median(v for _, v in phases), 2),
+            "queriesPerRefresh": round(statistics.median(v for _, v in phases if v is not None), 2),
             "apiRoundTripMs": round(statistics.median(rtt), 2) if rtt else None,
         }
         print(
@@ -529,7 +533,10 @@ def main() -> int:
             "base snapshots behind the paced decisions: "
             + ", ".join(f"{how} {n:.0f}" for how, n in builds.items())
         )
-        print("Prometheus queries per refresh by phase: " + ", ".join(f"{p}={v:.2f}" for p, v in phases))
+        print(
+            "Prometheus queries per refresh by phase: "
+            + ", ".join(f"{p}={'n/a (no refresh)' if v is None else f'{v:.2f}'}" for p, v in phases)
+        )
         print(
             f"API requests by the operator: {req1 - req0:.0f} -> "
             f"{(req1 - req0) / max(decisions, 1):.2f} per decision "

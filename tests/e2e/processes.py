@@ -142,8 +142,18 @@ class OperatorProcess(Child):
             time.sleep(0.2)
         raise RuntimeError(f"operator not ready after {timeout}s: {self.log_tail()}")
 
-    def metrics(self) -> str:
-        return _get(f"http://127.0.0.1:{self.metrics_port}/metrics")[1]
+    def metrics(self, deadline: float = 15.0) -> str:
+        """The operator's /metrics text. A busy operator can take over a second to answer: retried
+        until `deadline`, then an error (an empty text read as zero counters made the scale bench print
+        negative queries per refresh, and would let a test wait for a counter against a zero base)."""
+        end = time.monotonic() + deadline
+        while True:
+            status, text = _get(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5.0)
+            if status == 200:
+                return text
+            if time.monotonic() > end:
+                raise RuntimeError(f"operator /metrics did not answer (status {status})")
+            time.sleep(0.2)
 
 
 class SimulatorProcess(Child):
