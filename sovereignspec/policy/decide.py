@@ -893,13 +893,14 @@ def _predicted_rates(
     return rate
 
 
-def _plain_step(
+def _plain_inputs(
     node: NodeInfo,
     book: ProfileBook,
     claims: Claims,
     info: tuple[list[GpuSample], float | None, float | None] | None,
-) -> float | None:
-    """t_u(B) at the expected batch on a node that was not evaluated, when computable."""
+) -> tuple[float, float, float] | None:
+    """(t0, g(B), u) at the expected batch on a node that was not evaluated, when its profile and load
+    are known."""
     if info is None or info[1] is None:
         return None
     product = node.labels.get(LABEL_GPU_PRODUCT) or next(
@@ -909,7 +910,18 @@ def _plain_step(
     if prof is None:
         return None
     c = _curve(prof)
-    return float(stretched(c.t0, c.g(claims.expected_batch), info[1]))
+    return c.t0, float(c.g(claims.expected_batch)), info[1]
+
+
+def _plain_step(
+    node: NodeInfo,
+    book: ProfileBook,
+    claims: Claims,
+    info: tuple[list[GpuSample], float | None, float | None] | None,
+) -> float | None:
+    """t_u(B) at the expected batch on a node that was not evaluated, when computable."""
+    got = _plain_inputs(node, book, claims, info)
+    return None if got is None else float(stretched(*got))
 
 
 def _plain_slack(
@@ -920,16 +932,8 @@ def _plain_slack(
     info: tuple[list[GpuSample], float | None, float | None] | None,
 ) -> float | None:
     """sigma at the expected batch on a node that was not evaluated (speculation off), when computable."""
-    if info is None or info[1] is None:
-        return None
-    product = node.labels.get(LABEL_GPU_PRODUCT) or next(
-        (g.model_name for g in info[0] if g.model_name), None
-    )
-    prof = book.find(product, claims.target_model)
-    if prof is None:
-        return None
-    c = _curve(prof)
-    return float(slack_of(c.t0, c.g(claims.expected_batch), info[1]))
+    got = _plain_inputs(node, book, claims, info)
+    return None if got is None else float(slack_of(*got))
 
 
 def _neighbours(
