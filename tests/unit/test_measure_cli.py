@@ -15,9 +15,9 @@ import yaml
 from sovereignspec.api.speculation_policy import SpeculationPolicy
 from sovereignspec.cli.main import main
 from sovereignspec.evidence import vllm_step
-from sovereignspec.evidence.measure import MeasuredRun, StepSample, StepShape
+from sovereignspec.evidence.measure import MeasuredRun, StepShape
 from sovereignspec.evidence.vllm_step import METHOD, Preflight
-from tests.unit.test_measure import GRID, roofline
+from tests.unit.test_measure import GRID, roofline, samples_of
 
 
 def no_smi(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -54,17 +54,7 @@ def test_measure_and_samples_are_exclusive(capsys: pytest.CaptureFixture[str]) -
 
 
 def saved_run(tmp_path: Path, tokens: list[int], wrap: bool = True) -> Path:
-    samples = [
-        StepSample(
-            tokens=t,
-            seconds=roofline(t),
-            kind="decode" if t <= 256 else "prefill",
-            sequences=min(t, 256),
-            repeats=3,
-            spread=0.01,
-        )
-        for t in tokens
-    ]
+    samples = samples_of(tokens)
     run = MeasuredRun(
         product="NVIDIA-H200",
         target_model="llama-3.1-8b",
