@@ -165,15 +165,14 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
     async def ss_workloads(
         namespace: str | None, name: str, uid: str, body: kopf.Body, **_: Any
     ) -> dict[Any, Any]:
-        out: dict[Any, Any] = {}
+        # Which workloads hold quota lives in the mirror; the index keeps their bodies (drift, resync).
         if holding(body):
-            ref = WorkloadRef(namespace=namespace or "default", name=name, uid=uid)
-            ctrl.mirror.holding.put(_key(body), ref)
-            out[("holding", namespace, name)] = ctrl.mirror.holding.items[_key(body)]
-            out[("body", namespace, name)] = dict(body)
-        else:
-            ctrl.mirror.holding.put(_key(body), None)
-        return out
+            ctrl.mirror.holding.put(
+                _key(body), WorkloadRef(namespace=namespace or "default", name=name, uid=uid)
+            )
+            return {("body", namespace, name): dict(body)}
+        ctrl.mirror.holding.put(_key(body), None)
+        return {}
 
     def views(idx: Mapping[str, Any], bodies: bool = False) -> Views:
         """Typed views over the indexes and the mirror (pods, decisions, holding workloads: copied at C
