@@ -20,16 +20,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", choices=["json", "table"], default="table")
     parser.add_argument("--plots", metavar="DIR", help="write PNG plots into DIR (needs matplotlib)")
     parser.add_argument("--quiet", action="store_true", help="no progress line on stderr")
+    parser.add_argument(
+        "--sharing", choices=["mps", "time-slicing"], default="mps",
+        help="how co-located engines share a GPU in the ground truth (default: mps, kernels overlap)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--timeslice-ms", type=float, default=2.0,
+        help="round-robin slice of --sharing time-slicing (nvidia-smi: short 2, medium 10, long 30)",
+    )  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
+    from sovereignspec.evidence.scenario import sharing_model
     from sovereignspec.evidence.suite import run_standard
+
+    if not args.timeslice_ms > 0:
+        print(f"--timeslice-ms must be > 0, got {args.timeslice_ms}", file=sys.stderr)
+        return 2
 
     def progress(msg: str) -> None:
         if not args.quiet:
             print(f"\r[simulate] {msg:<60}", end="", file=sys.stderr, flush=True)
 
-    result, raw = run_standard(seed=args.seed, progress=progress)
+    with sharing_model(args.sharing, args.timeslice_ms / 1000.0):
+        result, raw = run_standard(seed=args.seed, progress=progress)
     if not args.quiet:
         print(file=sys.stderr)
     if args.plots:

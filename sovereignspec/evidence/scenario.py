@@ -7,12 +7,33 @@ demand). Subjects are the workloads a policy decides for; background engines nev
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
-from sovereignspec.evidence.truth import GPU_TYPES, DraftTruth, GpuType
+from sovereignspec.evidence.truth import GPU_TYPES, SHARING_MODES, TIMESLICE_S, DraftTruth, GpuType
+
+SHARING: ContextVar[tuple[str, float]] = ContextVar("sharing", default=("mps", TIMESLICE_S))
+"""Sharing model of the scenarios built in this context (the suite's scenarios are built deep inside it)."""
+
+
+@contextmanager
+def sharing_model(mode: str, timeslice_s: float = TIMESLICE_S) -> Iterator[None]:
+    """Build every scenario in the block with this GPU sharing model (`simulate --sharing`)."""
+    if mode not in SHARING_MODES:
+        raise ValueError(f"sharing must be one of {SHARING_MODES}, got {mode!r}")
+    if not timeslice_s > 0:
+        raise ValueError(f"timeslice must be > 0 s, got {timeslice_s}")
+    token = SHARING.set((mode, timeslice_s))
+    try:
+        yield
+    finally:
+        SHARING.reset(token)
+
 
 GOOD_EAGLE3 = DraftTruth("eagle3", "eagle3-llama-3.1-8b", a0=0.82, decay=0.96)
 WEAK_EAGLE3 = DraftTruth("eagle3", "eagle3-llama-3.1-8b-distilled-4bit", a0=0.55, decay=0.90)
@@ -58,6 +79,8 @@ class Scenario:
     horizon_s: float = 600.0
     dt_s: float = 1.0
     jurisdictions: dict[str, tuple[str, ...]] = field(default_factory=dict)  # tenant -> allowed
+    sharing: str = field(default_factory=lambda: SHARING.get()[0])  # truth.SHARING_MODES
+    timeslice_s: float = field(default_factory=lambda: SHARING.get()[1])
 
     @property
     def ticks(self) -> int:

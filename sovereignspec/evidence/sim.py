@@ -1,6 +1,7 @@
 """The discrete-time simulator: per tick, every placed engine runs a fluid number of steps whose true
-duration comes from the shared-GPU fixed point (`truth.solve`), with step noise, acceptance drawn
-per position, and everything recorded for metrics and for the lagged, noisy telemetry the policies see.
+duration comes from the shared-GPU fixed point (`truth.solve`, in the scenario's sharing model), with
+step noise, acceptance drawn per position, and everything recorded for metrics and for the lagged,
+noisy telemetry the policies see.
 
 Determinism: demand paths, step noise and acceptance drift are pre-drawn from the seed; the binomial
 acceptance draws use a generator keyed by (seed, tick), so the same seed gives the same run and two
@@ -18,6 +19,7 @@ import numpy.typing as npt
 from sovereignspec.evidence.scenario import Scenario, batch_paths
 from sovereignspec.evidence.truth import (
     GPU_TYPES,
+    Contention,
     StepParts,
     expected_length,
     sample_accepted,
@@ -113,6 +115,9 @@ class Simulation:
         self.floor = np.zeros((n_t, n_e))
         self.tick = 0
 
+    def solve(self, p: StepParts, onehot: FloatArray) -> Contention:
+        return solve(p, onehot, SOLVER_ITERS, self.sc.sharing, self.sc.timeslice_s)
+
     # -- helpers used by policies -------------------------------------------------------------------
     def onehot(self, gpu_of: IntArray) -> FloatArray:
         oh = np.zeros((gpu_of.shape[-1], len(self.gpus)))
@@ -153,16 +158,16 @@ class Simulation:
         """True noiseless (tokens/s, TPOT) for configurations [R, E] (gpu_of and k per row)."""
         p = self.parts(gpu_of, batch, k, a0)
         if gpu_of.ndim == 1:
-            c = solve(p, self.onehot(gpu_of), SOLVER_ITERS)
+            c = self.solve(p, self.onehot(gpu_of))
             t = c.t
         else:  # rows may differ in placement only in one engine; solve row by row when they do
             same = bool(np.all(gpu_of == gpu_of[0]))
             if same:
-                t = solve(p, self.onehot(gpu_of[0]), SOLVER_ITERS).t
+                t = self.solve(p, self.onehot(gpu_of[0])).t
             else:
                 t = np.stack([
-                    solve(StepParts(*(x[r] for x in (p.fixed, p.mem, p.comp, p.d_mem, p.d_comp))),
-                          self.onehot(gpu_of[r]), SOLVER_ITERS).t
+                    self.solve(StepParts(*(x[r] for x in (p.fixed, p.mem, p.comp, p.d_mem, p.d_comp))),
+                               self.onehot(gpu_of[r])).t
                     for r in range(gpu_of.shape[0])
                 ])  # fmt: skip
         el = expected_length(np.broadcast_to(self.conditional(a0), (*k.shape, K_MAX)), k)
@@ -195,7 +200,7 @@ class Simulation:
         a0 = self.a0_path[t]
         p = self.parts(self.gpu_of, batch, k, a0)
         oh = self.onehot(self.gpu_of)
-        c = solve(p, oh, SOLVER_ITERS)
+        c = self.solve(p, oh)
         t_obs = c.t * self.noise[t]
         safe = np.where(t_obs > 0, t_obs, 1.0)
         steps = np.where(placed, self.sc.dt_s / safe, 0.0)

@@ -15,6 +15,7 @@ from sovereignspec.evidence import policies as pol
 from sovereignspec.evidence.metrics import per_tenant, summary
 from sovereignspec.evidence.scenario import (
     GOOD_EAGLE3,
+    SHARING,
     WEAK_EAGLE3,
     EngineSpec,
     Scenario,
@@ -311,6 +312,7 @@ def run_standard(seed: int = 7, progress: Progress | None = None) -> tuple[dict[
     result = {
         "suite": "standard",
         "seed": seed,
+        "sharing": {"mode": SHARING.get()[0], "timesliceMs": round(SHARING.get()[1] * 1000.0, 3)},
         "policies": public_table(mix.table),
         "scenarios": {"mixed": _scenario_json(mixed(), mix), "saturated": _scenario_json(saturated(), sat),
                       "stress": _scenario_json(stress(), st)},

@@ -5,8 +5,11 @@ What makes it richer than the decision core's model (DESIGN.md §2):
   verification is nearly free until compute catches up with the memory-bound part;
 - a KV-cache read term grows with batch x context, and attention FLOPs grow with tokens x context;
 - the draft's cost per draft token depends on batch and GPU (launch overhead + head weights + FLOPs);
-- co-located engines stretch compute by 1/(1 - u) *and* memory by 1/(1 - gamma·v) (bandwidth
-  contention); the solution is a fixed point over all engines of a GPU;
+- co-located engines overlap (MPS-like, the default): others' compute share u stretches our compute
+  by 1/(1 - u) *and* bandwidth share v our memory by 1/(1 - gamma·v); the solution is a fixed point over
+  all engines of a GPU (`solve_mps`). Strict time-slicing (one context at a time, round-robin slices of
+  `TIMESLICE_S`, `solve_timesliced`) is the alternative truth: under it co-located load takes our *time*,
+  not our compute slack, so the paper's C2/C3 do not hold (docs/evidence.md, "Sharing model");
 - chunked prefill of new prompts rides in every step, in proportion to the tokens the step emits;
 - acceptance is per position with conditional rates that decay with depth (not i.i.d.).
 Everything is vectorised over any leading shape.
@@ -28,6 +31,11 @@ BANDWIDTH_SHARING = 0.5
 """Fraction of co-located engines' bandwidth share that slows our memory part (kernels overlap)."""
 U_CAP = 0.97
 """Contention is capped so that the fixed point stays finite on an over-subscribed GPU."""
+TIMESLICE_S = 2e-3
+"""Round-robin time slice of a time-sliced GPU: nvidia-smi compute-policy --set-timeslice offers short
+2 ms, medium 10 ms and long 30 ms; the driver's default is undocumented, and its documented behaviour,
+an equal share of GPU time per workload, is what a short slice gives. docs/evidence.md shows all three."""
+SHARING_MODES = ("mps", "time-slicing")
 
 
 @dataclass(frozen=True)
@@ -146,9 +154,10 @@ class Contention:
         return out
 
 
-def solve(p: StepParts, onehot: FloatArray, iters: int = 40) -> Contention:
-    """Fixed point t_e = step_time(parts_e, u_e(t), v_e(t)), u_e = sum over others on e's GPU of
-    their compute shares (comp + d_comp)/t. `onehot` is [E, G]; parts are [..., E]; damped iteration."""
+def solve_mps(p: StepParts, onehot: FloatArray, iters: int = 40) -> Contention:
+    """MPS-like sharing (kernels of all engines overlap): fixed point t_e = step_time(parts_e, u_e(t),
+    v_e(t)), u_e = sum over others on e's GPU of their compute shares (comp + d_comp)/t. `onehot` is
+    [E, G]; parts are [..., E]; damped iteration."""
     comp = p.comp + p.d_comp
     mem = p.mem + p.d_mem
     t = step_time(p, 0.0, 0.0)
@@ -164,6 +173,44 @@ def solve(p: StepParts, onehot: FloatArray, iters: int = 40) -> Contention:
     cs = np.where(t > 0, comp / safe, 0.0)
     ms = np.where(t > 0, mem / safe, 0.0)
     return Contention(t, cs, ms)
+
+
+def solve_timesliced(
+    p: StepParts, onehot: FloatArray, iters: int = 40, timeslice_s: float = TIMESLICE_S
+) -> Contention:
+    """Time-sliced sharing: a step is CPU time `fixed` plus GPU work w run at full speed, one context
+    at a time. Round-robin with slice Q: e's GPU work takes max(1, w_e/Q) rounds, and in each round
+    every other engine j that is ready (probability q_j = R_j/t_j, the share of its step it spends on
+    the GPU) runs min(w_j, Q) first, so R_e = w_e + max(1, w_e/Q)·sum_j q_j·min(w_j, Q) (mean-value
+    approximation). Q → 0 is processor sharing (equal shares), Q → ∞ whole steps in turn."""
+    w = hinge(p.mem, p.comp) + p.d_mem + p.d_comp
+    f = p.fixed
+    per_round = np.minimum(w, timeslice_s)
+    rounds = np.maximum(1.0, w / timeslice_s)
+    r = w
+    for _ in range(iters):
+        t = f + r
+        q = np.where(t > 0, r / np.where(t > 0, t, 1.0), 0.0)
+        load = q * per_round
+        others = (load @ onehot) @ onehot.T - load
+        r = 0.5 * r + 0.5 * (w + rounds * others)
+    t = f + r
+    safe = np.where(t > 0, t, 1.0)
+    cs = np.where(t > 0, (p.comp + p.d_comp) / safe, 0.0)
+    ms = np.where(t > 0, (p.mem + p.d_mem) / safe, 0.0)
+    return Contention(np.asarray(t, dtype=np.float64), cs, ms)
+
+
+def solve(
+    p: StepParts, onehot: FloatArray, iters: int = 40, sharing: str = "mps",
+    timeslice_s: float = TIMESLICE_S,
+) -> Contention:  # fmt: skip
+    """Shared-GPU step times for the scenario's sharing mode."""
+    if sharing == "mps":
+        return solve_mps(p, onehot, iters)
+    if sharing == "time-slicing":
+        return solve_timesliced(p, onehot, iters, timeslice_s)
+    raise ValueError(f"sharing must be one of {SHARING_MODES}, got {sharing!r}")
 
 
 @dataclass(frozen=True)
