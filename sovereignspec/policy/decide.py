@@ -65,6 +65,7 @@ from sovereignspec.api.speculation_policy import DEFAULT_PRIORS, BetaPrior, Spec
 from sovereignspec.model.acceptance import AcceptanceEstimate, estimate_acceptance
 from sovereignspec.model.cluster import ClusterSnapshot, NodeInfo, SnapshotIndex
 from sovereignspec.model.profiles import DEFAULT_PROFILES, ProfileBook
+from sovereignspec.model.speedup import neighbour_slowdown
 from sovereignspec.model.speedup import slack as slack_of
 from sovereignspec.model.steptime import U_MAX, StepCurve, stretched
 from sovereignspec.model.telemetry import AcceptanceSample, GpuSample, TelemetrySnapshot
@@ -724,8 +725,10 @@ def decide(
     neighbours: list[NeighbourImpact] = []
     if evaluation is not None and chosen.name in pos:
         i = pos[chosen.name]
-        for j, nb in enumerate(inputs[i].neighbours.items):
-            slow = float(evaluation.slowdown_expected[i, j]) if enabled else 0.0
+        nbs = inputs[i].neighbours
+        slowdown = neighbour_slowdown(nbs.sigma, evaluation.load_increase_expected[i], nbs.u_total)
+        for j, nb in enumerate(nbs.items):
+            slow = float(slowdown[j]) if enabled else 0.0
             neighbours.append(
                 NeighbourImpact(
                     namespace=nb.namespace,

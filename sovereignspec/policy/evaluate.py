@@ -3,7 +3,12 @@
 One call of `evaluate_nodes` computes, for N nodes, R batch ranges (+1 column at the expected batch)
 and k = 0..kMax, the step ratio τ, S_real, the load increase Δu and every neighbour's slowdown ε, then
 picks k*(B) = argmax S_real under the self-benefit and neighbour-SLO conditions (ties → smaller k;
-k = 0 always qualifies with S_real = 1). Curves are evaluated once per distinct accelerator profile.
+k = 0 always qualifies with S_real = 1).
+
+τ, S_real and Δu depend on a node only through its (curve, c_d, u): they are computed once per
+distinct triple (`Groups`; a large cluster has a few products and load levels, not one per node). A
+node adds only the largest load increase its neighbours tolerate (`load_bounds`), and its k* is read
+from a per-group table of the best budget under each prefix of passing budgets.
 
 Neighbour check, conservative where DESIGN.md is silent: Δu is max(Δu at the observed load, Δu on an
 idle GPU), and budget k passes only if every budget below it passes too. Both keep the SLO guarantee
@@ -18,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from sovereignspec.model.speedup import load_increase, neighbour_slowdown, step_ratio
+from sovereignspec.model.speedup import load_increase, step_ratio
 from sovereignspec.model.steptime import U_MAX, StepCurve, stretched
 
 FloatArray = npt.NDArray[np.float64]
@@ -67,16 +72,53 @@ class NodeInput:
     neighbours: Neighbours = NO_NEIGHBOURS
 
 
+@dataclass(frozen=True, eq=False)
+class Groups:
+    """The distinct (curve, c_d, u) of some nodes, and which one each node has (`of`)."""
+
+    curves: Sequence[StepCurve]
+    """Distinct curves (by object); `curve[g]` indexes them per group."""
+    curve: IntArray
+    c_d: FloatArray
+    u: FloatArray
+    of: IntArray
+
+    @classmethod
+    def of_nodes(cls, nodes: Sequence[NodeInput]) -> Groups:
+        curves: dict[int, int] = {}
+        uniq: list[StepCurve] = []
+        seen: dict[tuple[int, float, float], int] = {}
+        rows: list[tuple[int, float, float]] = []
+        of = np.empty(len(nodes), dtype=np.int64)
+        for i, nd in enumerate(nodes):
+            c = curves.get(id(nd.curve))
+            if c is None:
+                c = curves[id(nd.curve)] = len(uniq)
+                uniq.append(nd.curve)
+            key = (c, nd.c_d, nd.u)
+            g = seen.get(key)
+            if g is None:
+                g = seen[key] = len(rows)
+                rows.append(key)
+            of[i] = g
+        return cls(
+            curves=uniq,
+            curve=np.asarray([r[0] for r in rows], dtype=np.int64),
+            c_d=np.asarray([r[1] for r in rows], dtype=np.float64),
+            u=np.asarray([r[2] for r in rows], dtype=np.float64),
+            of=of,
+        )
+
+
 @dataclass(frozen=True)
 class Evaluation:
-    """Per node n: k_star[n, r] per range, and at the expected batch its S_real, slack and slowdowns."""
+    """Per node n: k_star[n, r] per range, and at the expected batch its S_real, slack and Δu."""
 
-    nodes: Sequence[NodeInput]
     k_star: IntArray  # [N, R]
     k_star_self: IntArray  # [N, R] ignoring neighbours (to tell "no gain" from "neighbour SLO")
     speedup_expected: FloatArray  # [N]
     slack_expected: FloatArray  # [N]
-    slowdown_expected: FloatArray  # [N, J] at the expected batch with its range's k*
+    load_increase_expected: FloatArray  # [N] Δu at the expected batch with its range's k*
     speedup_by_k: FloatArray  # [N, K+1] S_real at the expected batch for every k (for the record)
     step_expected: FloatArray  # [N] t_u(B) at the expected batch, plain (for placement Throughput)
 
@@ -99,6 +141,27 @@ def max_load_increase(sigma_j: FloatArray, thr_j: FloatArray, u_j: FloatArray) -
     return out
 
 
+def load_bounds(neighbours: Sequence[Neighbours], safety: float) -> FloatArray:
+    """`max_load_increase` per node, its neighbours scattered into one padded [N, J] matrix (a padding
+    column, not SLO-bound, allows any increase); +inf for a node without neighbours."""
+    n_nodes = len(neighbours)
+    lens = np.fromiter((len(nb.items) for nb in neighbours), dtype=np.int64, count=n_nodes)
+    n_j = int(lens.max()) if n_nodes else 0
+    if not n_j:
+        return np.full(n_nodes, np.inf)
+    sigma_j = np.ones((n_nodes, n_j))
+    thr_j = np.full((n_nodes, n_j), np.inf)
+    u_j = np.zeros((n_nodes, n_j))
+    rows_j = np.repeat(np.arange(n_nodes), lens)  # rows repeat, columns count within a row
+    cols_j = np.arange(rows_j.size) - np.repeat(np.cumsum(lens) - lens, lens)
+    with_nb = [nb for nb in neighbours if nb.items]
+    sigma_j[rows_j, cols_j] = np.concatenate([nb.sigma for nb in with_nb])
+    u_j[rows_j, cols_j] = np.concatenate([nb.u_total for nb in with_nb])
+    margin = np.concatenate([nb.margin for nb in with_nb])
+    thr_j[rows_j, cols_j] = np.where(np.isnan(margin), np.inf, margin * (1.0 - safety))
+    return max_load_increase(sigma_j, thr_j, u_j)
+
+
 def evaluate_nodes(
     nodes: Sequence[NodeInput],
     expected_length: FloatArray,
@@ -108,79 +171,79 @@ def evaluate_nodes(
     min_gain: float,
     safety: float,
 ) -> Evaluation:
-    n_nodes, n_k = len(nodes), expected_length.size
+    neighbours = [nd.neighbours for nd in nodes]
+    return evaluate_groups(
+        Groups.of_nodes(nodes),
+        load_bounds(neighbours, safety),
+        any(nb.items for nb in neighbours),
+        expected_length,
+        range_ends,
+        expected_batch,
+        expected_range,
+        min_gain,
+    )
+
+
+def evaluate_groups(
+    groups: Groups,
+    bound: FloatArray,
+    any_neighbours: bool,
+    expected_length: FloatArray,
+    range_ends: Sequence[int],
+    expected_batch: int,
+    expected_range: int,
+    min_gain: float,
+) -> Evaluation:
+    """`evaluate_nodes` for nodes given as `groups.of` and their `load_bounds`. Without any neighbour
+    (`any_neighbours` False) no budget is held back at all, even one whose Δu is not a number."""
+    gid = groups.of
+    n_k = expected_length.size
     ks = np.arange(n_k, dtype=np.float64)
     batches = np.asarray([*range_ends, expected_batch], dtype=np.float64)  # [R+1]
-    curves: dict[int, int] = {}
-    uniq: list[StepCurve] = []
-    cid = np.empty(n_nodes, dtype=np.int64)
-    for i, nd in enumerate(nodes):
-        key = id(nd.curve)
-        if key not in curves:
-            curves[key] = len(uniq)
-            uniq.append(nd.curve)
-        cid[i] = curves[key]
-    t0_c = np.asarray([c.t0 for c in uniq])
-    g_b_c = np.stack([c.g(batches) for c in uniq])  # [C, R+1]
-    g_bk_c = np.stack([c.g(batches[:, None] * (ks[None, :] + 1.0)) for c in uniq])  # [C, R+1, K+1]
+    cid = groups.curve
+    t0_c = np.asarray([c.t0 for c in groups.curves])
+    g_b_c = np.stack([c.g(batches) for c in groups.curves])  # [C, R+1]
+    g_bk_c = np.stack([c.g(batches[:, None] * (ks[None, :] + 1.0)) for c in groups.curves])  # [C, R+1, K+1]
 
-    # Per curve: the parts that do not depend on the node's load.
-    # c_d is per (profile, method); a curve is per profile object, so nodes sharing a curve share c_d.
-    cd_c: dict[int, float] = {}
-    for i, nd in enumerate(nodes):
-        cd_c.setdefault(int(cid[i]), nd.c_d)
-    cd_arr = np.asarray([cd_c[c] for c in range(len(uniq))])[:, None, None]
-    t0_3 = t0_c[:, None, None]
-    tau0_c = step_ratio(t0_3, g_b_c[:, :, None], g_bk_c, 0.0, ks[None, None, :], cd_arr)  # [C, R+1, K+1]
-    du0_c = load_increase(t0_3, g_b_c[:, :, None], g_bk_c, 0.0, tau0_c)
-
+    # Everything below is per group [G, R+1, K+1]: it depends on nothing else about a node.
     t0 = t0_c[cid][:, None, None]
     g_b = g_b_c[cid][:, :, None]
     g_bk = g_bk_c[cid]
-    u = np.asarray([nd.u for nd in nodes])[:, None, None]
-    c_d = np.asarray([nd.c_d for nd in nodes])[:, None, None]
-    tau = step_ratio(t0, g_b, g_bk, u, ks[None, None, :], c_d)  # [N, R+1, K+1]
+    u = groups.u[:, None, None]
+    c_d = groups.c_d[:, None, None]
+    tau = step_ratio(t0, g_b, g_bk, u, ks[None, None, :], c_d)
     s_real = expected_length[None, None, :] / tau
     self_ok = s_real >= 1.0 + min_gain
+    # Conservative load increase: DESIGN's Δu at the observed load u, but never below Δu on an
+    # otherwise idle GPU (other tenants' load can drop at any moment, which raises our share).
+    tau0 = step_ratio(t0, g_b, g_bk, 0.0, ks[None, None, :], c_d)
+    du = np.maximum(load_increase(t0, g_b, g_bk, u, tau), load_increase(t0, g_b, g_bk, 0.0, tau0))
 
-    lens = np.fromiter((len(nd.neighbours.items) for nd in nodes), dtype=np.int64, count=n_nodes)
-    n_j = int(lens.max()) if n_nodes else 0
-    sigma_j = np.ones((n_nodes, n_j))
-    thr_j = np.full((n_nodes, n_j), np.inf)
-    u_j = np.zeros((n_nodes, n_j))
-    nb_ok = np.ones_like(self_ok)
-    du = np.zeros_like(s_real)
-    if n_j:
-        # scatter the per-node columns into [N, J] in one go (rows repeat, columns count within a row)
-        rows_j = np.repeat(np.arange(n_nodes), lens)
-        cols_j = np.arange(rows_j.size) - np.repeat(np.cumsum(lens) - lens, lens)
-        with_nb = [nd.neighbours for nd in nodes if nd.neighbours.items]
-        sigma_j[rows_j, cols_j] = np.concatenate([nb.sigma for nb in with_nb])
-        u_j[rows_j, cols_j] = np.concatenate([nb.u_total for nb in with_nb])
-        margin = np.concatenate([nb.margin for nb in with_nb])
-        thr_j[rows_j, cols_j] = np.where(np.isnan(margin), np.inf, margin * (1.0 - safety))
-        # Conservative load increase: DESIGN's Δu at the observed load u, but never below Δu on an
-        # otherwise idle GPU (other tenants' load can drop at any moment, which raises our share).
-        du = np.maximum(load_increase(t0, g_b, g_bk, u, tau), du0_c[cid])
-        nb_ok = du <= max_load_increase(sigma_j, thr_j, u_j)[:, None, None]
-        # A budget k is safe only if every smaller budget is (the engine may run fewer draft tokens
-        # than num_speculative_tokens); this also makes k* non-increasing in background load.
-        nb_ok = np.logical_and.accumulate(nb_ok, axis=2)
-
-    def pick(valid: npt.NDArray[np.bool_]) -> IntArray:
-        score = np.where(valid, s_real, -np.inf)
-        score[..., 0] = 1.0
-        best: IntArray = np.argmax(score, axis=2).astype(np.int64)
-        return best
-
-    k_all = pick(self_ok & nb_ok)
-    k_self = pick(self_ok)
+    # A budget k is safe only if every smaller budget is (the engine may run fewer draft tokens than
+    # num_speculative_tokens; this also makes k* non-increasing in background load): the safe budgets
+    # are the prefix k < n_safe where the running maximum of Δu stays within the node's bound.
+    n_rows = gid.size
+    if any_neighbours:
+        reach = np.maximum.accumulate(du, axis=2)  # NaN, like a failing budget, stays to the end
+        n_safe = np.count_nonzero(reach[gid] <= bound[:, None, None], axis=2)  # [N, R+1]
+    else:
+        n_safe = np.full((n_rows, batches.size), n_k, dtype=np.int64)
+    # best[g, r, m]: argmax of S_real over the budgets k < m that pass self-benefit (k = 0 scores 1).
+    allowed = np.arange(n_k)[None, :] < np.arange(n_k + 1)[:, None]  # [m, k]
+    score = np.where(self_ok[:, :, None, :] & allowed, s_real[:, :, None, :], -np.inf)  # [G, R+1, m, k]
+    score[..., 0] = 1.0
+    best = np.argmax(score, axis=3).astype(np.int64)
+    ranges = np.arange(batches.size)
+    k_all: IntArray = best[gid[:, None], ranges[None, :], n_safe]
+    k_self: IntArray = best[gid, :, n_k]
     k_e = k_all[:, expected_range]
-    rows = np.arange(n_nodes)
-    speedup_e = s_real[rows, -1, k_e]
-    step_e = stretched(t0_c[cid], g_b_c[cid][:, -1], u[:, 0, 0])
-    slack_e = t0_c[cid] / step_e  # sigma(B) = t0 / t_u(B)
-    slow_e = neighbour_slowdown(sigma_j, du[rows, -1, k_e][:, None], u_j)  # [N, J]
+    step_g = stretched(t0_c[cid], g_b_c[cid][:, -1], groups.u)
     return Evaluation(
-        nodes, k_all[:, :-1], k_self[:, :-1], speedup_e, slack_e, slow_e, s_real[:, -1, :], step_e
+        k_star=k_all[:, :-1],
+        k_star_self=k_self[:, :-1],
+        speedup_expected=s_real[gid, -1, k_e],
+        slack_expected=(t0_c[cid] / step_g)[gid],  # sigma(B) = t0 / t_u(B)
+        load_increase_expected=du[gid, -1, k_e],
+        speedup_by_k=s_real[gid, -1, :],
+        step_expected=step_g[gid],
     )

@@ -1,0 +1,130 @@
+"""The grouped evaluation (one S_real table per distinct (curve, c_d, u), a per-node load bound, k* read
+from a prefix table) picks exactly what a plain per-node evaluation picks.
+
+The reference below evaluates one node at a time the way DESIGN.md §2 reads: τ, S_real and Δu over
+ranges x budgets, a budget k passing the neighbour check only if every smaller one does, then the
+argmax of S_real over the budgets passing both conditions (ties: smaller k; k = 0 always, at 1).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sovereignspec.model.acceptance import expected_lengths, iid_curve
+from sovereignspec.model.speedup import load_increase, neighbour_slowdown, step_ratio
+from sovereignspec.model.steptime import StepCurve, stretched
+from sovereignspec.policy.evaluate import (
+    NeighbourInput,
+    Neighbours,
+    NodeInput,
+    evaluate_nodes,
+    max_load_increase,
+)
+from sovereignspec.policy.schedule import batch_ranges
+
+CURVES = [
+    StepCurve.from_points([(0, 0.006), (4096, 0.14)]),
+    StepCurve.from_points([(0, 0.012), (512, 0.02), (8192, 0.4)]),
+    StepCurve.from_points([(0, 0.004), (1, 0.004)]),  # g = 0: slack 1 everywhere
+    StepCurve.from_points([(0, 0.006), (64, 0.05), (8192, 0.06)]),  # concave: Δu can fall as k grows
+]
+LOADS = [0.0, 0.2, 0.5, 0.9, 0.999, 1.0]
+
+
+Row = npt.NDArray[np.float64]
+
+
+def _plain(
+    nd: NodeInput, el: Row, ends: list[int], batch: int, e_range: int, gain: float, safety: float
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], float, float, float, Row]:
+    """One node, no sharing: (k*, k* ignoring neighbours, S_real, slack, Δu at the expected batch)."""
+    ks = np.arange(el.size, dtype=np.float64)
+    b = np.asarray([*ends, batch], dtype=np.float64)
+    c = nd.curve
+    g_b, g_bk = c.g(b)[:, None], c.g(b[:, None] * (ks[None, :] + 1.0))
+    tau = step_ratio(c.t0, g_b, g_bk, nd.u, ks[None, :], nd.c_d)
+    s = el[None, :] / tau
+    self_ok = s >= 1.0 + gain
+    du = np.maximum(
+        load_increase(c.t0, g_b, g_bk, nd.u, tau),
+        load_increase(c.t0, g_b, g_bk, 0.0, step_ratio(c.t0, g_b, g_bk, 0.0, ks[None, :], nd.c_d)),
+    )
+    nbs = nd.neighbours
+    nb_ok = np.ones_like(self_ok)
+    if nbs.items:
+        thr = np.where(np.isnan(nbs.margin), np.inf, nbs.margin * (1.0 - safety))
+        bound = max_load_increase(nbs.sigma[None, :], thr[None, :], nbs.u_total[None, :])[0]
+        nb_ok = np.logical_and.accumulate(du <= bound, axis=1)
+
+    def pick(valid: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
+        score = np.where(valid, s, -np.inf)
+        score[:, 0] = 1.0
+        best: npt.NDArray[np.int64] = np.argmax(score, axis=1)
+        return best
+
+    k_all, k_self = pick(self_ok & nb_ok), pick(self_ok)
+    k_e = int(k_all[e_range])
+    slack = c.t0 / stretched(c.t0, g_b[-1, 0], nd.u)
+    return k_all[:-1], k_self[:-1], float(s[-1, k_e]), float(slack), float(du[-1, k_e]), s[-1]
+
+
+neighbour = st.tuples(
+    st.floats(0.0, 1.0),
+    st.one_of(st.none(), st.floats(-0.5, 3.0)),
+    st.sampled_from(LOADS),
+)
+node = st.tuples(
+    st.integers(0, len(CURVES) - 1),
+    st.sampled_from([0.0, 0.03, 0.2]),
+    st.sampled_from(LOADS),
+    st.lists(neighbour, max_size=3),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    nodes=st.lists(node, min_size=1, max_size=12),
+    alpha=st.floats(0.3, 0.95),
+    k_max=st.integers(1, 10),
+    gain=st.sampled_from([0.0, 0.05, 0.5]),
+    safety=st.sampled_from([0.0, 0.1, 0.9]),
+    batch=st.sampled_from([1, 8, 300, 5000]),
+)
+def test_grouped_evaluation_equals_plain_per_node(
+    nodes: list[tuple[int, float, float, list[tuple[float, float | None, float]]]],
+    alpha: float,
+    k_max: int,
+    gain: float,
+    safety: float,
+    batch: int,
+) -> None:
+    # in decide() c_d is a property of the curve (one accelerator profile); here curve 0 varies it too
+    inputs = [
+        NodeInput(
+            name=f"n{i}",
+            curve=CURVES[c],
+            c_d=c_d if c == 0 else 0.01 * c,
+            u=u,
+            neighbours=Neighbours.of([NeighbourInput("ns", f"p{j}", *nb) for j, nb in enumerate(nbs)]),
+        )
+        for i, (c, c_d, u, nbs) in enumerate(nodes)
+    ]
+    el = expected_lengths(iid_curve(alpha, k_max))
+    ranges = batch_ranges([1, 2, 4, 8, 16, 32, 64, 128, 256], 1024)
+    ends = [e for _, e in ranges]
+    e_range = 3
+    ev = evaluate_nodes(inputs, el, ends, batch, e_range, gain, safety)
+    for i, nd in enumerate(inputs):
+        k_all, k_self, s_e, slack, du_e, s_by_k = _plain(nd, el, ends, batch, e_range, gain, safety)
+        assert ev.k_star[i].tolist() == k_all.tolist()
+        assert ev.k_star_self[i].tolist() == k_self.tolist()
+        assert ev.speedup_expected[i] == s_e
+        assert ev.slack_expected[i] == slack
+        assert ev.speedup_by_k[i].tolist() == s_by_k.tolist()
+        if nd.neighbours.items:  # the recorded slowdowns, from the same Δu
+            want = neighbour_slowdown(nd.neighbours.sigma, du_e, nd.neighbours.u_total)
+            got = neighbour_slowdown(nd.neighbours.sigma, ev.load_increase_expected[i], nd.neighbours.u_total)
+            assert got.tolist() == want.tolist()
