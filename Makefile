@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export SOVEREIGNSPEC_CACHE ?= $(HOME)/.cache/sovereignspec
 
-.PHONY: venv lint typecheck unit test demo chart-lint cluster-up cluster-down cluster-status crds bench-decide bench clean
+.PHONY: venv lint typecheck unit test demo chart-lint cluster-up cluster-down cluster-status crds bench-decide bench-drift bench clean
 
 $(BIN)/sovereignspec: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -55,6 +55,10 @@ crds: venv
 # decide() on 500 nodes, kMax 8, 9 batch ranges, 4 neighbours per node: prints median and p99.
 bench-decide: venv
 	$(BIN)/python bench/decide_bench.py
+
+# The drift sweep's CPU per admitted workload on the same cluster (parse + evaluate_drift).
+bench-drift: venv
+	$(BIN)/python bench/drift_bench.py
 
 # The operator at scale on the local cluster (500 KWOK nodes, 1,000 Jobs in bursts): prints figures and
 # ends with one JSON line. BENCH_ARGS=--quick for a busy machine (100 nodes, 200 Jobs).
