@@ -212,7 +212,8 @@ def test_cli_calibrate_and_measure(capsys: pytest.CaptureFixture[str]) -> None:
                 strict=True,
                 reason="ground truth shares compute in proportion to demand: always-on's own loss at "
                 "saturation is ~8 % (<= 14 % in single-GPU probes at tensor-active 0.99), the tax lands on "
-                "neighbours (see docs/evidence.md)",
+                "neighbours; strict time-slicing puts it on the subject but reaches only 0.18 and breaks "
+                "C2/C3 (docs/evidence.md, Sharing model)",
             ),
         )
     ],
