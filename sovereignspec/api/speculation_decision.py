@@ -177,3 +177,26 @@ class SpeculationDecision(Model):
     metadata: ObjectMeta = ObjectMeta()
     spec: SpeculationDecisionSpec
     status: SpeculationDecisionStatus | None = None
+
+
+class ReservationStatus(Model):
+    """The part of a decision's status a reservation reads."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    state: CheckState = "Pending"
+    node: str | None = None
+    gpus: int = Field(default=0, ge=0)
+
+
+class DecisionReservation(Model):
+    """A SpeculationDecision read only for the GPUs it reserves. The rest of the record (inputs,
+    candidates, reasons) is not validated: parsing it whole was 7 % of the operator's main-thread CPU in
+    a burst, and a status field added by a newer operator must not make a reservation vanish."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    api_version: Literal["sovereignspec.io/v1alpha1"] = "sovereignspec.io/v1alpha1"
+    kind: Literal["SpeculationDecision"] = "SpeculationDecision"
+    metadata: ObjectMeta = ObjectMeta()
+    status: ReservationStatus | None = None

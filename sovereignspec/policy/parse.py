@@ -34,7 +34,7 @@ from sovereignspec.api.meta import (
     Toleration,
 )
 from sovereignspec.api.sovereignty_policy import SovereigntyPolicy
-from sovereignspec.api.speculation_decision import PodSetUpdate, SpeculationDecision
+from sovereignspec.api.speculation_decision import DecisionReservation, PodSetUpdate
 from sovereignspec.api.speculation_policy import SpeculationPolicy
 from sovereignspec.model.cluster import (
     AdmissionCheckInfo,
@@ -387,8 +387,7 @@ def parse_reservation(
     name that is live (its uid among `live_workloads`; None skips the liveness test).
     """
     _, where = _meta(obj)
-    data = dict(obj)
-    dec = _validate(SpeculationDecision, data, where)
+    dec = _validate(DecisionReservation, dict(obj), where)
     st = dec.status
     if st is None or st.state != "Ready" or not st.node:
         return None

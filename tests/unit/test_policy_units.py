@@ -146,6 +146,22 @@ def test_reservations_trust_only_operator_decisions_of_live_workloads() -> None:
     assert snap.reservations and not snap.index.reservations_by_node
 
 
+def test_a_reservation_reads_only_what_it_needs() -> None:
+    """A status field this version does not know (a newer operator's) keeps the GPUs reserved; the
+    fields a reservation reads are still checked."""
+    live = [WorkloadRef(namespace="ns", name="w", uid="u1")]
+    obj = _decision_obj({"app.kubernetes.io/managed-by": "sovereignspec"}, "u1")
+    newer = {**obj, "status": {**obj["status"], "fieldOfANewerOperator": {"x": 1}}}  # type: ignore[dict-item]
+    r = parse_reservation(newer, live)
+    assert r is not None and r.trusted and r.gpus == 2
+    for bad, why in (({"gpus": -1}, "gpus"), ({"state": "Maybe"}, "state")):
+        with pytest.raises(ParseError, match=why):
+            parse_reservation({**obj, "status": {**obj["status"], **bad}}, live)  # type: ignore[dict-item]
+    with pytest.raises(ParseError, match="kind"):
+        parse_reservation({**obj, "kind": "Workload"}, live)
+    assert parse_reservation({**obj, "status": {"state": "Pending", "node": "n1"}}, live) is None
+
+
 def test_decision_builders() -> None:
     now = datetime(2026, 11, 29, 10, tzinfo=UTC)
     d = Decision(namespace="ns", workload="w", admission_check="c", state="Ready", reason="SpeculationOn",
