@@ -113,6 +113,10 @@ class SnapshotIndex:
     memo: dict[object, object]
     """Request- and reservation-independent derived facts (e.g. a node's neighbours under one policy),
     memoised by the decision core for the life of this index and of those built from it."""
+    wide: dict[object, object]
+    """Like `memo`, but facts about many nodes at once (arrays aligned with a node list): valid only while
+    nodes, pods and telemetry are the same, so every full build or patch starts it empty; indexes
+    derived with `base` share it."""
     node_by_name: dict[str, NodeInfo]
     ns_labels: dict[str, dict[str, str]]
     pods_by_node: dict[str, list[PodInfo]]
@@ -141,6 +145,7 @@ class SnapshotIndex:
     ) -> None:
         if base is not None:
             self.memo = base.memo
+            self.wide = base.wide
             self.node_by_name = base.node_by_name
             self.ns_labels = base.ns_labels
             self.pods_by_node = base.pods_by_node
@@ -155,9 +160,11 @@ class SnapshotIndex:
             self._named_on = base._named_on
         elif carry is not None and self._patch(snap, carry, pods):
             self.how = "patched"
+            self.wide = {}
         else:
             self.how = "full"
             self._build(snap)
+            self.wide = {}
             if carry is not None:
                 self._carry(carry)
         self.rmemo: dict[object, object] = {}

@@ -35,10 +35,10 @@ additive podSetUpdates (I4). Choices where DESIGN.md is silent:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import cast
+from typing import TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -72,7 +72,17 @@ from sovereignspec.model.telemetry import AcceptanceSample, GpuSample, Telemetry
 from sovereignspec.model.workload import PodSetInfo, WorkloadInfo
 from sovereignspec.policy.claims import Claims, parse_slo_ms, read_claims
 from sovereignspec.policy.decision import Candidate, Decision
-from sovereignspec.policy.evaluate import Evaluation, NeighbourInput, Neighbours, NodeInput, evaluate_nodes
+from sovereignspec.policy.evaluate import (
+    Evaluation,
+    Groups,
+    NeighbourInput,
+    Neighbours,
+    NodeInput,
+    Tables,
+    evaluate_groups,
+    load_bounds,
+    tables,
+)
 from sovereignspec.policy.request import AdmissionRequest, Policies
 from sovereignspec.policy.schedule import batch_ranges, merge_schedule, range_index, speculative_config
 from sovereignspec.policy.sovereignty import (
@@ -212,6 +222,19 @@ class _Ctx:
             self._ns_rules[namespace] = r
         return r
 
+    def pod_occupants(self, node: str) -> frozenset[str]:
+        """Namespaces of the node's non-infrastructure active pods (memoised on the base index)."""
+        key = ("pod-occupants", node)
+        pods = self.idx.memo.get(key)
+        if not isinstance(pods, frozenset):
+            pods = frozenset(
+                p.namespace
+                for p in self.idx.pods_by_node.get(node, ())
+                if not p.daemonset and not is_system_namespace(p.namespace, self.idx.ns_labels)
+            )
+            self.idx.memo[key] = pods
+        return pods
+
     def occupants(self, node: str) -> frozenset[str]:
         """Namespaces holding the node: non-infrastructure active pods and trusted reservations.
 
@@ -221,35 +244,31 @@ class _Ctx:
         hit = self.idx.rmemo.get(key)
         if isinstance(hit, frozenset):
             return hit
-        pkey = ("pod-occupants", node)
-        pods = self.idx.memo.get(pkey)
-        if not isinstance(pods, frozenset):
-            pods = frozenset(
-                p.namespace
-                for p in self.idx.pods_by_node.get(node, ())
-                if not p.daemonset and not is_system_namespace(p.namespace, self.idx.ns_labels)
-            )
-            self.idx.memo[pkey] = pods
+        pods = self.pod_occupants(node)
         held = self.idx.reservations_by_node.get(node)
         frozen = pods | {r.namespace for r, _ in held} if held else pods
         self.idx.rmemo[key] = frozen
         return frozen
 
     def isolation_ok(self, node: str) -> bool:
-        """I2 and I3 for our tenant on this node; memoised per (node, tenant rules) on the snapshot."""
+        """I2 and I3 for our tenant on this node."""
+        return self.isolation_among(node, self.occupants(node))
+
+    def isolation_among(self, node: str, occupants: frozenset[str]) -> bool:
+        """I2 and I3 for our tenant on a node held by `occupants`; memoised per (node, tenant rules) on
+        the snapshot, valid while the node's occupants are the same."""
         sov = self.policies.sovereignty
         key = ("isolation", node, self.wl.namespace, id(sov))
         hit = self.idx.memo.get(key)
-        held = self.occupants(node)
-        if isinstance(hit, tuple) and hit[0] is sov and hit[1] == held:
+        if isinstance(hit, tuple) and hit[0] is sov and hit[1] == occupants:
             return bool(hit[2])
-        ok = self._isolation_ok(node)
-        self.idx.memo[key] = (sov, held, ok)  # valid while the node's occupants are the same
+        ok = self._isolation_ok(occupants)
+        self.idx.memo[key] = (sov, occupants, ok)
         return ok
 
-    def _isolation_ok(self, node: str) -> bool:
+    def _isolation_ok(self, occupants: frozenset[str]) -> bool:
         me = self.rules.tenant
-        for ns in self.occupants(node):
+        for ns in occupants:
             other = tenant_of(ns, self.idx.ns_labels)
             if other == me:
                 continue
@@ -482,24 +501,34 @@ def decide(
     tas_set = set(tas) if tas is not None else None
 
     # -- node filter (I1-I4 static, then capacity and isolation)
-    candidates: list[NodeInfo] = []
-    free_by_node: dict[str, int] = {}
     if tas_set is None:
         static = _static_filter(ctx, template_selector, tolerations, need, flavor_labels)
         excluded, static_possible = dict(static.excluded), static.possible
-        for node in static.passed:
-            free = ctx.free_gpus(node)
-            if free < need:
-                why = "no free GPU capacity"
-            elif not ctx.isolation_ok(node.name):
-                why = "isolation"
-            else:
-                candidates.append(node)
-                free_by_node[node.name] = free
-                continue
-            excluded[why] = excluded.get(why, 0) + 1
+        rows = _rows(ctx, static.passed)
+        free = rows.base_free.copy()
+        iso = _pod_isolation(ctx, rows).copy()
+        held = (
+            range(len(rows.nodes))
+            if rows.repeated
+            else [i for n in idx.reservations_by_node if (i := rows.at.get(n)) is not None]
+        )
+        for i in held:  # only the nodes holding reservations read them
+            free[i] = ctx.free_gpus(rows.nodes[i])
+            iso[i] = ctx.isolation_ok(rows.nodes[i].name)
+        fits = free >= need
+        for why, out in (("no free GPU capacity", ~fits), ("isolation", fits & ~iso)):
+            if count := int(np.count_nonzero(out)):
+                excluded[why] = excluded.get(why, 0) + count
+        cand_rows: IntArray = np.flatnonzero(fits & iso)
+        candidates = [rows.nodes[i] for i in cand_rows.tolist()]
+        free_c = free[cand_rows]
+        if rows.repeated:  # a name listed twice (a hand-written scenario): a fact memoised by name is
+            # the first asker's, so only the candidates ask, in their order, as every node does for TAS
+            rows, cand_rows = _rows(ctx, candidates, cached=False), np.arange(len(candidates))
     else:
         excluded, static_possible = {}, False
+        candidates = []
+        free_list: list[int] = []
         for node in snapshot.nodes:
             labels = node.labels
             if not rules.allows_node_labels(labels):
@@ -520,9 +549,12 @@ def decide(
                     why = "isolation"
                 else:
                     candidates.append(node)
-                    free_by_node[node.name] = ctx.free_gpus(node)
+                    free_list.append(ctx.free_gpus(node))
                     continue
             excluded[why] = excluded.get(why, 0) + 1
+        rows = _rows(ctx, candidates, cached=False)
+        cand_rows = np.arange(len(candidates), dtype=np.int64)
+        free_c = np.asarray(free_list, dtype=np.int64)
     summary = ", ".join(f"{n} {w}" for w, n in sorted(excluded.items(), key=lambda x: (-x[1], x[0])))
     if tas_set is not None:
         legal = {n.name for n in candidates}
@@ -605,49 +637,61 @@ def decide(
     ranges = batch_ranges(policy.batch_breakpoints, policy.max_batch)
     e_range = range_index(ranges, claims.expected_batch)
     book = _profiles(policy)
-    node_off: dict[str, Reason] = {}
-    loads: dict[str, float | None] = {}
-    inputs: list[NodeInput] = []
-    gpu_info: dict[str, tuple[list[GpuSample], float | None, float | None]] = {}
-    for node in candidates:
-        state_n = ctx.gpu_state(node) if tstate is None else ([], None, None)
-        gpu_info[node.name] = state_n
-        loads[node.name] = state_n[1]
-    if off is None:
-        assert claims.method is not None and estimate is not None
-        memo_key = (id(policy), id(policies.sovereignty), claims.method, claims.target_model)
-        for node in candidates:
-            key = ("node-input", node.name, memo_key)
-            hit = idx.memo.get(key)
-            if isinstance(hit, tuple) and hit[0] is policy and hit[1] is policies.sovereignty:
-                got: NodeInput | Reason = hit[2]
-            else:
-                got = _node_input(ctx, node, gpu_info[node.name], book, claims)
-                idx.memo[key] = (policy, policies.sovereignty, got)
-            if isinstance(got, Reason):
-                node_off[node.name] = got
-                continue
-            if wl.namespace in got.neighbours.namespaces:  # our own old pods are no neighbours
-                nbs = _neighbours(ctx, node, gpu_info[node.name][0], book, policy)
-                got = NodeInput(got.name, got.curve, got.c_d, got.u, nbs)
-            inputs.append(got)
+    n_cand = len(candidates)
+    # A node name listed twice (a hand-written scenario): what is looked up by name is the last one's.
+    canon = np.arange(n_cand)
+    if rows.repeated:
+        last = {n.name: c for c, n in enumerate(candidates)}
+        canon = np.asarray([last[n.name] for n in candidates], dtype=np.int64)
+        free_c = free_c[canon]
+    gpu = _gpu_rows(ctx, rows) if tstate is None else None
+
+    def gpu_info(c: int) -> GpuInfo:
+        return gpu.infos[int(cand_rows[c])] if gpu is not None else ([], None, None)
+
+    at = np.full(n_cand, -1, dtype=np.int64)  # a candidate's row in `evaluation`, -1: not evaluated
     evaluation: Evaluation | None = None
-    if inputs:
-        evaluation = evaluate_nodes(
-            inputs,
-            estimate.expected_lengths if estimate is not None else np.ones(1),
-            [end for _, end in ranges],
-            claims.expected_batch,
-            e_range,
-            policy.min_gain,
-            policy.safety,
-        )
-    pos = {nd.name: i for i, nd in enumerate(inputs)}
+    spec: _SpecRows | None = None
+    other_nbs: dict[int, Neighbours] = {}  # evaluated row -> its neighbours, when not the memoised ones
+    if off is None:
+        assert claims.method is not None and estimate is not None and gpu is not None
+        spec = _spec_rows(ctx, rows, gpu, book, claims)
+        full_at = spec.evaluated[cand_rows]
+        ev_c = np.flatnonzero(full_at >= 0)
+        if ev_c.size:
+            t, full = _evaluate_rows(
+                ctx, rows, spec, estimate.expected_lengths, ranges, claims.expected_batch
+            )
+            evaluation = full.take(full_at[ev_c])
+            at[ev_c] = np.arange(ev_c.size)
+            mine = spec.own.get(wl.namespace)
+            if mine:  # our own old pods (a re-decision) are no neighbours: evaluate those nodes again
+                cand_of = np.full(len(rows.nodes), -1, dtype=np.int64)
+                cand_of[cand_rows] = np.arange(n_cand)
+                for r in mine:
+                    c = int(cand_of[r])
+                    memoised = spec.got[r]
+                    if c < 0 or at[c] < 0 or not isinstance(memoised, NodeInput):
+                        continue
+                    nbs = _neighbours(ctx, candidates[c], gpu.infos[r][0], book, policy)
+                    if nbs is not memoised.neighbours:
+                        other_nbs[int(at[c])] = nbs
+                if other_nbs:
+                    redo = np.asarray(sorted(other_nbs), dtype=np.int64)
+                    bound = load_bounds([other_nbs[int(e)] for e in redo], policy.safety)
+                    evaluation.put(redo, evaluate_groups(t, spec.gid[cand_rows[ev_c[redo]]], bound, e_range))
+    at = at[canon]
+
+    def node_off(c: int) -> Reason | None:
+        """Why speculation is off on candidate c although it is requested (None: evaluated, or off
+        for everyone)."""
+        got = spec.got[int(cand_rows[canon[c]])] if spec is not None else None
+        return got if isinstance(got, Reason) else None
 
     # -- placement
-    def outcome(name: str) -> tuple[float, float | None, int]:
-        if evaluation is not None and name in pos:
-            i = pos[name]
+    def outcome(c: int) -> tuple[float, float | None, int]:
+        i = int(at[c])
+        if evaluation is not None and i >= 0:
             return (
                 float(evaluation.speedup_expected[i]),
                 float(evaluation.slack_expected[i]),
@@ -657,47 +701,40 @@ def decide(
 
     # Ranking, vectorised: keys compared as rounded floats (1e-9) so that float noise never breaks a tie
     # that the name should break.
-    n_cand = len(candidates)
-    names = [c.name for c in candidates]
-    name_rank = np.empty(n_cand, dtype=np.int64)
-    name_rank[sorted(range(n_cand), key=names.__getitem__)] = np.arange(n_cand)
-    rate_by_node: dict[str, float | None] = {}
+    name_rank = rows.rank[cand_rows]
+    rate: FloatArray | None = None  # placement Throughput's key, per candidate
     if off is None:  # interactive with a healthy draft: highest S_real, then more slack, then name
         key1, key2 = np.ones(n_cand), np.full(n_cand, -1.0)
-        at = np.fromiter((pos.get(nm, -1) for nm in names), dtype=np.int64, count=n_cand)
         hit = at >= 0
         if evaluation is not None:
             key1[hit] = evaluation.speedup_expected[at[hit]]
             key2[hit] = evaluation.slack_expected[at[hit]]
         if policy.placement == "Throughput":  # highest decode rate S_real(k*, B) / t_u(B) instead
-            key1 = _predicted_rates(candidates, hit, at, evaluation, book, claims, gpu_info)
-            rate_by_node = {
-                nm: (float(r) if r > 0 else None) for nm, r in zip(names, key1.tolist(), strict=True)
-            }
+            key1 = rate = _predicted_rates(candidates, hit, at, evaluation, book, claims, gpu_info)
     else:  # plain: most loaded node that fits (u if known, else allocated fraction), then name
-        alloc = np.fromiter(
-            (
-                1.0 - free_by_node[c.name] / c.gpu_allocatable if c.gpu_allocatable else 0.0
-                for c in candidates
-            ),
-            dtype=np.float64,
-            count=n_cand,
-        )
-        u_known = [loads.get(nm) for nm in names]
-        key1 = np.asarray([a if u is None else u for u, a in zip(u_known, alloc.tolist(), strict=True)])
+        alloc_n = rows.alloc[cand_rows]
+        alloc = np.zeros(n_cand)
+        np.divide(free_c, alloc_n, out=alloc, where=alloc_n != 0)
+        alloc = np.where(alloc_n != 0, 1.0 - alloc, 0.0)
+        u_c = gpu.u[cand_rows[canon]] if gpu is not None else np.full(n_cand, np.nan)
+        key1 = np.where(np.isnan(u_c), alloc, u_c)
         key2 = alloc
-    order = np.lexsort((name_rank, -np.round(key2, 9), -np.round(key1, 9)))
-    ordered = [candidates[i] for i in order.tolist()]
-    chosen = ordered[0]
-    placed = [n.name for n in ordered] if tas is not None else [chosen.name]
+    order = np.lexsort((name_rank, -np.round(key2, 9), -np.round(key1, 9))).tolist()
+    chosen_c = order[0]
+    chosen = candidates[chosen_c]
+    placed = order if tas is not None else [chosen_c]
+
+    def rate_of(c: int) -> float | None:
+        r = None if rate is None else float(rate[canon[c]])
+        return r if r is not None and r > 0 else None
 
     # -- outcome on the chosen node(s)
     k_row: list[int] = [0] * len(ranges)
-    if evaluation is not None and all(n in pos for n in placed):
-        k_mat = np.stack([evaluation.k_star[pos[n]] for n in placed])
+    if evaluation is not None and all(at[c] >= 0 for c in placed):
+        k_mat = evaluation.k_star[at[placed]]
         k_row = [int(x) for x in k_mat.min(axis=0)]
         if max(k_row) == 0:
-            k_self = np.stack([evaluation.k_star_self[pos[n]] for n in placed]).min(axis=0)
+            k_self = evaluation.k_star_self[at[placed]].min(axis=0)
             if int(k_self.max()) > 0:
                 off = Reason(
                     type="NeighbourSlo", message="a co-located neighbour's SLO margin leaves no draft budget"
@@ -708,24 +745,28 @@ def decide(
                     message=f"no draft budget reaches S_real ≥ {1 + policy.min_gain:.2f} on {chosen.name}",
                 )
     elif off is None:
-        bad = next((node_off[n] for n in placed if n in node_off), None)
+        bad = next((no for c in placed if (no := node_off(c)) is not None), None)
         off = bad or Reason(type="NoGain", message="speculation not evaluated")
     schedule = merge_schedule(ranges, k_row)
     num = max(k_row)
     enabled = num > 0 and off is None
     config = speculative_config(claims.method or "", claims.draft_model, schedule) if enabled else ""
-    _, sigma_e, _ = outcome(chosen.name)
+    _, sigma_e, _ = outcome(chosen_c)
     if sigma_e is None:
-        sigma_e = _plain_slack(ctx, chosen, book, claims, gpu_info.get(chosen.name))
+        sigma_e = _plain_slack(ctx, chosen, book, claims, gpu_info(int(canon[chosen_c])))
     if enabled and evaluation is not None:
-        predicted: float | None = float(min(evaluation.speedup_expected[pos[n]] for n in placed))
+        predicted: float | None = float(min(evaluation.speedup_expected[at[c]] for c in placed))
     else:
         predicted = 1.0
 
     neighbours: list[NeighbourImpact] = []
-    if evaluation is not None and chosen.name in pos:
-        i = pos[chosen.name]
-        nbs = inputs[i].neighbours
+    if evaluation is not None and spec is not None and at[chosen_c] >= 0:
+        i = int(at[chosen_c])
+        nbs = (
+            other_nbs[i]
+            if i in other_nbs
+            else cast(NodeInput, spec.got[int(cand_rows[canon[chosen_c]])]).neighbours
+        )
         slowdown = neighbour_slowdown(nbs.sigma, evaluation.load_increase_expected[i], nbs.u_total)
         for j, nb in enumerate(nbs.items):
             slow = float(slowdown[j]) if enabled else 0.0
@@ -737,8 +778,8 @@ def decide(
                     slowdown=round(slow, 6) if np.isfinite(slow) else None,
                 )
             )
-    elif tstate is None and chosen.name in gpu_info:
-        for nb in _neighbours(ctx, chosen, gpu_info[chosen.name][0], book, policy).items:
+    elif tstate is None:
+        for nb in _neighbours(ctx, chosen, gpu_info(int(canon[chosen_c]))[0], book, policy).items:
             neighbours.append(
                 NeighbourImpact(namespace=nb.namespace, pod=nb.pod, margin_before=nb.margin, slowdown=0.0)
             )
@@ -757,9 +798,9 @@ def decide(
     reasons.extend(conflicts)
     if off is not None:
         reasons.insert(0, off)
-    for n in placed:
-        if n in node_off and not enabled:
-            reasons.append(node_off[n])
+    for c in placed:
+        if (why_off := node_off(c)) is not None and not enabled:
+            reasons.append(why_off)
     acceptance = AcceptanceSummary()
     if estimate is not None:
         el = estimate.expected_lengths
@@ -772,22 +813,23 @@ def decide(
             expected_length=round(float(el[num if enabled else 0]), 6),
         )
     cands = []
-    for cand in ordered[:10]:
-        sp, sig, kk = outcome(cand.name)
+    for c in order[:10]:
+        sp, sig, kk = outcome(c)
+        load = gpu_info(int(canon[c]))[1]
         cands.append(
             Candidate(
-                node=cand.name,
+                node=candidates[c].name,
                 predicted_speedup=round(sp, 6),
                 slack=None if sig is None else round(sig, 6),
-                load=None if loads.get(cand.name) is None else round(float(loads[cand.name] or 0.0), 6),
+                load=None if load is None else round(float(load or 0.0), 6),
                 k=kk,
-                free_gpus=free_by_node[cand.name],
-                predicted_rate=_round_or_none(rate_by_node.get(cand.name)),
+                free_gpus=int(free_c[c]),
+                predicted_rate=_round_or_none(rate_of(c)),
             )
         )
     speedup_by_k: list[float] = []
-    if evaluation is not None and chosen.name in pos:
-        speedup_by_k = [round(float(x), 6) for x in evaluation.speedup_by_k[pos[chosen.name]]]
+    if evaluation is not None and at[chosen_c] >= 0:
+        speedup_by_k = [round(float(x), 6) for x in evaluation.speedup_by_k[at[chosen_c]]]
     inputs_rec = DecisionInputs(
         workload_class=claims.workload_class,
         target_model=claims.target_model,
@@ -807,8 +849,8 @@ def decide(
         assert off is not None
         reason = off.type
         message = f"node {chosen.name}: speculation off ({off.type}: {off.message})"
-    if rate_by_node:
-        message += f"; placement Throughput: {_fmt(rate_by_node.get(chosen.name))} tok/s per sequence"
+    if rate is not None:
+        message += f"; placement Throughput: {_fmt(rate_of(chosen_c))} tok/s per sequence"
     if tas is not None and len(placed) > 1:
         message += f"; TAS places pods on {len(placed)} nodes"
     return finish(
@@ -830,6 +872,172 @@ def decide(
         inputs=inputs_rec,
         speedup_by_k=speedup_by_k,
     )
+
+
+# ---------------------------------------------------------------------------------------------------
+# Per-node facts as arrays aligned with a node list: for the static filter's list they are memoised
+# while the snapshot's nodes, pods and telemetry are the same, so a warm decision reads a few arrays
+# instead of visiting every node.
+
+BoolArray = npt.NDArray[np.bool_]
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+GpuInfo = tuple[list[GpuSample], float | None, float | None]
+"""A node's GPUs with free capacity, their aggregated background load u, their min free framebuffer."""
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, eq=False)
+class _Rows:
+    """A node list and what no request changes about its nodes."""
+
+    nodes: Sequence[NodeInfo]
+    at: dict[str, int]
+    """Name -> position (the last one for a name listed twice)."""
+    rank: IntArray
+    """Position of each name in sorted order (stable): the placement's last tie-break."""
+    alloc: IntArray
+    base_free: IntArray
+    """Allocatable GPUs minus those of bound pods (reservations are read per decision)."""
+    repeated: bool
+    """Some name occurs twice (a hand-written scenario): facts kept by name are the last node's."""
+    cached: bool
+    """Facts about these rows are memoised on the index (the static filter's list) or built each time."""
+
+
+@dataclass(frozen=True, eq=False)
+class _GpuRows:
+    infos: list[GpuInfo]
+    u: FloatArray
+    """Background load u per node, NaN where unknown."""
+
+
+@dataclass(frozen=True, eq=False)
+class _SpecRows:
+    """Per node: what the evaluation needs (its `NodeInput`) or why speculation is off there."""
+
+    got: list[NodeInput | Reason]
+    groups: Groups
+    gid: IntArray
+    """The node's (curve, c_d, u) group; -1 where speculation is off."""
+    bound: FloatArray
+    """The largest load increase the node's neighbours tolerate (policy's safety)."""
+    own: dict[str, list[int]]
+    """Namespace -> rows with a neighbour in it (a re-decision there must drop its own pods)."""
+    evaluated: IntArray
+    """Row -> its index among the rows evaluated (-1 where speculation is off)."""
+
+
+def _wide(ctx: _Ctx, key: tuple[object, ...], owners: tuple[object, ...], build: Callable[[], _T]) -> _T:
+    """`build()` memoised in the index's `wide` memo while `owners` (named by id in `key`) are the same
+    objects; the entry keeps them alive, so their ids stay theirs."""
+    hit = ctx.idx.wide.get(key)
+    if (
+        isinstance(hit, tuple)
+        and len(hit[0]) == len(owners)
+        and all(a is b for a, b in zip(hit[0], owners, strict=True))
+    ):
+        return cast(_T, hit[1])
+    value = build()
+    if len(ctx.idx.wide) > 256:
+        ctx.idx.wide.clear()
+    ctx.idx.wide[key] = (owners, value)
+    return value
+
+
+def _on_rows(
+    ctx: _Ctx, rows: _Rows, key: tuple[object, ...], owners: tuple[object, ...], build: Callable[[], _T]
+) -> _T:
+    """A fact about `rows`, memoised with them when they are."""
+    return _wide(ctx, (*key, id(rows)), (rows, *owners), build) if rows.cached else build()
+
+
+def _rows(ctx: _Ctx, nodes: Sequence[NodeInfo], cached: bool = True) -> _Rows:
+    def build() -> _Rows:
+        names = [n.name for n in nodes]
+        rank = np.empty(len(names), dtype=np.int64)
+        rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
+        used = ctx.idx.gpu_used
+        alloc = np.fromiter((n.gpu_allocatable for n in nodes), dtype=np.int64, count=len(nodes))
+        base_free = alloc - np.fromiter((used.get(n, 0) for n in names), dtype=np.int64, count=len(nodes))
+        at = {name: i for i, name in enumerate(names)}
+        return _Rows(nodes, at, rank, alloc, base_free, len(at) != len(names), cached)
+
+    return _wide(ctx, ("rows", id(nodes)), (nodes,), build) if cached else build()
+
+
+def _pod_isolation(ctx: _Ctx, rows: _Rows) -> BoolArray:
+    """I2 and I3 for the request's tenant against each node's pods (reservations are read per decision)."""
+
+    def build() -> BoolArray:
+        return np.fromiter(
+            (ctx.isolation_among(n.name, ctx.pod_occupants(n.name)) for n in rows.nodes),
+            dtype=np.bool_,
+            count=len(rows.nodes),
+        )
+
+    sov = ctx.policies.sovereignty
+    return _on_rows(ctx, rows, ("isolation", ctx.wl.namespace, id(sov)), (sov,), build)
+
+
+def _gpu_rows(ctx: _Ctx, rows: _Rows) -> _GpuRows:
+    def build() -> _GpuRows:
+        infos = [ctx.gpu_state(n) for n in rows.nodes]
+        u = np.fromiter((np.nan if i[1] is None else i[1] for i in infos), dtype=np.float64, count=len(infos))
+        return _GpuRows(infos, u)
+
+    return _on_rows(ctx, rows, ("gpu", ctx.policy.slack_aggregation), (), build)
+
+
+def _spec_rows(ctx: _Ctx, rows: _Rows, gpu: _GpuRows, book: ProfileBook, claims: Claims) -> _SpecRows:
+    policy, sov = ctx.policy, ctx.policies.sovereignty
+
+    def build() -> _SpecRows:
+        got: list[NodeInput | Reason] = []
+        for node, info in zip(rows.nodes, gpu.infos, strict=True):
+            key = ("node-input", node.name, (id(policy), id(sov), claims.method, claims.target_model))
+            hit = ctx.idx.memo.get(key)
+            if isinstance(hit, tuple) and hit[0] is policy and hit[1] is sov:
+                got.append(hit[2])
+            else:
+                one = _node_input(ctx, node, info, book, claims)
+                ctx.idx.memo[key] = (policy, sov, one)
+                got.append(one)
+        inputs = [g for g in got if isinstance(g, NodeInput)]
+        groups, of = Groups.of_nodes(inputs)
+        ok = np.fromiter((isinstance(g, NodeInput) for g in got), dtype=np.bool_, count=len(got))
+        gid = np.full(len(got), -1, dtype=np.int64)
+        gid[ok] = of
+        evaluated = np.full(len(got), -1, dtype=np.int64)
+        evaluated[ok] = np.arange(len(inputs))
+        bound = np.full(len(got), np.inf)
+        bound[ok] = load_bounds([nd.neighbours for nd in inputs], policy.safety)
+        own: dict[str, list[int]] = {}
+        for i, g in enumerate(got):
+            if isinstance(g, NodeInput):
+                for ns in g.neighbours.namespaces:
+                    own.setdefault(ns, []).append(i)
+        return _SpecRows(got, groups, gid, bound, own, evaluated)
+
+    key = ("spec", id(policy), id(sov), claims.method, claims.target_model)
+    return _on_rows(ctx, rows, key, (policy, sov, gpu), build)
+
+
+def _evaluate_rows(
+    ctx: _Ctx, rows: _Rows, spec: _SpecRows, el: FloatArray, ranges: Sequence[tuple[int, int]], batch: int
+) -> tuple[Tables, Evaluation]:
+    """The evaluation of every row where speculation can be on (in row order), and the group tables it
+    was read from, memoised per acceptance curve, ranges and expected batch."""
+    policy = ctx.policy
+
+    def build() -> tuple[Tables, Evaluation]:
+        t = tables(spec.groups, el, [end for _, end in ranges], batch, policy.min_gain)
+        ok = spec.evaluated >= 0
+        return t, evaluate_groups(t, spec.gid[ok], spec.bound[ok], range_index(ranges, batch))
+
+    key = ("evaluation", id(spec), el.tobytes(), tuple(ranges), batch)
+    return _on_rows(ctx, rows, key, (spec, policy), build)
 
 
 def _node_input(
@@ -881,7 +1089,7 @@ def _predicted_rates(
     evaluation: Evaluation | None,
     book: ProfileBook,
     claims: Claims,
-    gpu_info: Mapping[str, tuple[list[GpuSample], float | None, float | None]],
+    gpu_info: Callable[[int], GpuInfo],
 ) -> npt.NDArray[np.float64]:
     """Placement Throughput's key: decode tokens/s per sequence at the expected batch, S_real(k*, B) /
     t_u(B). Evaluated nodes in one vectorised step; a node where speculation is off (no draft memory,
@@ -890,7 +1098,7 @@ def _predicted_rates(
     if evaluation is not None and hit.any():
         rate[hit] = evaluation.speedup_expected[at[hit]] / evaluation.step_expected[at[hit]]
     for i in np.nonzero(~hit)[0].tolist():
-        step = _plain_step(candidates[i], book, claims, gpu_info.get(candidates[i].name))
+        step = _plain_step(candidates[i], book, claims, gpu_info(i))
         if step is not None and step > 0:
             rate[i] = 1.0 / step
     return rate

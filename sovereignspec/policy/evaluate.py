@@ -18,7 +18,7 @@ when others' load drops, and make k* non-increasing as background load grows.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 import numpy.typing as npt
@@ -74,17 +74,17 @@ class NodeInput:
 
 @dataclass(frozen=True, eq=False)
 class Groups:
-    """The distinct (curve, c_d, u) of some nodes, and which one each node has (`of`)."""
+    """The distinct (curve, c_d, u) of some nodes: all S_real, τ and Δu depend on."""
 
     curves: Sequence[StepCurve]
     """Distinct curves (by object); `curve[g]` indexes them per group."""
     curve: IntArray
     c_d: FloatArray
     u: FloatArray
-    of: IntArray
 
     @classmethod
-    def of_nodes(cls, nodes: Sequence[NodeInput]) -> Groups:
+    def of_nodes(cls, nodes: Sequence[NodeInput]) -> tuple[Groups, IntArray]:
+        """The groups of `nodes`, and each node's group."""
         curves: dict[int, int] = {}
         uniq: list[StepCurve] = []
         seen: dict[tuple[int, float, float], int] = {}
@@ -101,13 +101,25 @@ class Groups:
                 g = seen[key] = len(rows)
                 rows.append(key)
             of[i] = g
-        return cls(
+        groups = cls(
             curves=uniq,
             curve=np.asarray([r[0] for r in rows], dtype=np.int64),
             c_d=np.asarray([r[1] for r in rows], dtype=np.float64),
             u=np.asarray([r[2] for r in rows], dtype=np.float64),
-            of=of,
         )
+        return groups, of
+
+
+@dataclass(frozen=True, eq=False)
+class Tables:
+    """Per group g, range r (+1 column at the expected batch) and budget k: what a node's k* is read from."""
+
+    s_real: FloatArray  # [G, R+1, K+1]
+    du: FloatArray  # [G, R+1, K+1] conservative Δu
+    reach: FloatArray  # [G, R+1, K+1] max of Δu over budgets 0..k (NaN from a NaN on)
+    best: IntArray  # [G, R+1, K+1] best budget among 0..k passing self-benefit (k = 0 scores 1)
+    step: FloatArray  # [G] t_u(B) at the expected batch, plain
+    slack: FloatArray  # [G] sigma(B) = t0 / t_u(B) at the expected batch
 
 
 @dataclass(frozen=True)
@@ -121,6 +133,15 @@ class Evaluation:
     load_increase_expected: FloatArray  # [N] Δu at the expected batch with its range's k*
     speedup_by_k: FloatArray  # [N, K+1] S_real at the expected batch for every k (for the record)
     step_expected: FloatArray  # [N] t_u(B) at the expected batch, plain (for placement Throughput)
+
+    def take(self, rows: IntArray) -> Evaluation:
+        """The evaluation of the nodes at `rows`, in that order."""
+        return Evaluation(*(getattr(self, f.name)[rows] for f in fields(self)))
+
+    def put(self, rows: IntArray, other: Evaluation) -> None:
+        """Overwrite the nodes at `rows` with `other`'s (in place: for an evaluation just taken)."""
+        for f in fields(self):
+            getattr(self, f.name)[rows] = getattr(other, f.name)
 
 
 def max_load_increase(sigma_j: FloatArray, thr_j: FloatArray, u_j: FloatArray) -> FloatArray:
@@ -171,41 +192,34 @@ def evaluate_nodes(
     min_gain: float,
     safety: float,
 ) -> Evaluation:
+    groups, gid = Groups.of_nodes(nodes)
     neighbours = [nd.neighbours for nd in nodes]
     return evaluate_groups(
-        Groups.of_nodes(nodes),
+        tables(groups, expected_length, range_ends, expected_batch, min_gain),
+        gid,
         load_bounds(neighbours, safety),
-        any(nb.items for nb in neighbours),
-        expected_length,
-        range_ends,
-        expected_batch,
         expected_range,
-        min_gain,
     )
 
 
-def evaluate_groups(
+def tables(
     groups: Groups,
-    bound: FloatArray,
-    any_neighbours: bool,
     expected_length: FloatArray,
     range_ends: Sequence[int],
     expected_batch: int,
-    expected_range: int,
     min_gain: float,
-) -> Evaluation:
-    """`evaluate_nodes` for nodes given as `groups.of` and their `load_bounds`. Without any neighbour
-    (`any_neighbours` False) no budget is held back at all, even one whose Δu is not a number."""
-    gid = groups.of
+) -> Tables:
     n_k = expected_length.size
     ks = np.arange(n_k, dtype=np.float64)
     batches = np.asarray([*range_ends, expected_batch], dtype=np.float64)  # [R+1]
     cid = groups.curve
     t0_c = np.asarray([c.t0 for c in groups.curves])
-    g_b_c = np.stack([c.g(batches) for c in groups.curves])  # [C, R+1]
-    g_bk_c = np.stack([c.g(batches[:, None] * (ks[None, :] + 1.0)) for c in groups.curves])  # [C, R+1, K+1]
-
-    # Everything below is per group [G, R+1, K+1]: it depends on nothing else about a node.
+    g_b_c = np.stack([c.g(batches) for c in groups.curves]) if groups.curves else np.zeros((0, batches.size))
+    g_bk_c = (
+        np.stack([c.g(batches[:, None] * (ks[None, :] + 1.0)) for c in groups.curves])
+        if groups.curves
+        else np.zeros((0, batches.size, n_k))
+    )  # [C, R+1, K+1]
     t0 = t0_c[cid][:, None, None]
     g_b = g_b_c[cid][:, :, None]
     g_bk = g_bk_c[cid]
@@ -213,37 +227,41 @@ def evaluate_groups(
     c_d = groups.c_d[:, None, None]
     tau = step_ratio(t0, g_b, g_bk, u, ks[None, None, :], c_d)
     s_real = expected_length[None, None, :] / tau
-    self_ok = s_real >= 1.0 + min_gain
     # Conservative load increase: DESIGN's Δu at the observed load u, but never below Δu on an
     # otherwise idle GPU (other tenants' load can drop at any moment, which raises our share).
     tau0 = step_ratio(t0, g_b, g_bk, 0.0, ks[None, None, :], c_d)
     du = np.maximum(load_increase(t0, g_b, g_bk, u, tau), load_increase(t0, g_b, g_bk, 0.0, tau0))
-
-    # A budget k is safe only if every smaller budget is (the engine may run fewer draft tokens than
-    # num_speculative_tokens; this also makes k* non-increasing in background load): the safe budgets
-    # are the prefix k < n_safe where the running maximum of Δu stays within the node's bound.
-    n_rows = gid.size
-    if any_neighbours:
-        reach = np.maximum.accumulate(du, axis=2)  # NaN, like a failing budget, stays to the end
-        n_safe = np.count_nonzero(reach[gid] <= bound[:, None, None], axis=2)  # [N, R+1]
-    else:
-        n_safe = np.full((n_rows, batches.size), n_k, dtype=np.int64)
-    # best[g, r, m]: argmax of S_real over the budgets k < m that pass self-benefit (k = 0 scores 1).
-    allowed = np.arange(n_k)[None, :] < np.arange(n_k + 1)[:, None]  # [m, k]
-    score = np.where(self_ok[:, :, None, :] & allowed, s_real[:, :, None, :], -np.inf)  # [G, R+1, m, k]
+    # best[.., k] = argmax over budgets 0..k of S_real where it passes self-benefit, k = 0 at 1 (first
+    # index on ties, and at the first NaN, as np.argmax): a budget becomes the best where it beats all
+    # before it, and the best is the last budget that did.
+    score = np.where(s_real >= 1.0 + min_gain, s_real, -np.inf)
     score[..., 0] = 1.0
-    best = np.argmax(score, axis=3).astype(np.int64)
-    ranges = np.arange(batches.size)
-    k_all: IntArray = best[gid[:, None], ranges[None, :], n_safe]
-    k_self: IntArray = best[gid, :, n_k]
+    before = np.maximum.accumulate(score, axis=2)[..., :-1]
+    beats = (score[..., 1:] > before) | (np.isnan(score[..., 1:]) & ~np.isnan(before))
+    at = np.where(beats, np.arange(1, n_k), 0)
+    best = np.concatenate([np.zeros_like(at[..., :1]), np.maximum.accumulate(at, axis=2)], axis=2)
+    step = stretched(t0_c[cid], g_b_c[cid][:, -1], groups.u)
+    return Tables(
+        s_real, du, np.maximum.accumulate(du, axis=2), best.astype(np.int64), step, t0_c[cid] / step
+    )
+
+
+def evaluate_groups(t: Tables, gid: IntArray, bound: FloatArray, expected_range: int) -> Evaluation:
+    """`evaluate_nodes` for nodes of groups `gid` with neighbour load bounds `bound`: a budget k is safe
+    only if every smaller budget is (the engine may run fewer draft tokens than num_speculative_tokens;
+    this also makes k* non-increasing in background load), so the safe budgets are those where the
+    running maximum of Δu stays within the bound, and k* is the best one among them. Δu is finite
+    (t0 > 0, c_d ≥ 0, u < 1), so a node without neighbours (bound +inf) holds no budget back."""
+    ranges = np.arange(t.best.shape[1])
+    n_safe = np.count_nonzero(t.reach[gid] <= bound[:, None, None], axis=2)  # [N, R+1]
+    k_all: IntArray = t.best[gid[:, None], ranges[None, :], np.maximum(n_safe - 1, 0)]
     k_e = k_all[:, expected_range]
-    step_g = stretched(t0_c[cid], g_b_c[cid][:, -1], groups.u)
     return Evaluation(
         k_star=k_all[:, :-1],
-        k_star_self=k_self[:, :-1],
-        speedup_expected=s_real[gid, -1, k_e],
-        slack_expected=(t0_c[cid] / step_g)[gid],  # sigma(B) = t0 / t_u(B)
-        load_increase_expected=du[gid, -1, k_e],
-        speedup_by_k=s_real[gid, -1, :],
-        step_expected=step_g[gid],
+        k_star_self=t.best[gid, :-1, -1],
+        speedup_expected=t.s_real[gid, -1, k_e],
+        slack_expected=t.slack[gid],
+        load_increase_expected=t.du[gid, -1, k_e],
+        speedup_by_k=t.s_real[gid, -1, :],
+        step_expected=t.step[gid],
     )
