@@ -39,6 +39,7 @@ class StepCurve:
         object.__setattr__(self, "last_slope", float(slope))
         object.__setattr__(self, "_xs", [float(x) for x in self.tokens])
         object.__setattr__(self, "_ys", [float(y) for y in self.seconds])
+        object.__setattr__(self, "_t0", float(self.seconds[0]))
 
     def t_scalar(self, tokens: float) -> float:
         """t(T) for one T in plain Python (no numpy call overhead); same result as `t`."""
@@ -71,7 +72,8 @@ class StepCurve:
 
     @property
     def t0(self) -> float:
-        return float(self.seconds[0])
+        t0: float = self._t0  # type: ignore[attr-defined]
+        return t0
 
     def t(self, tokens: npt.ArrayLike) -> FloatArray:
         x = np.asarray(tokens, dtype=np.float64)

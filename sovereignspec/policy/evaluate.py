@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
@@ -41,23 +42,28 @@ class NeighbourInput:
 
 @dataclass(frozen=True, eq=False)
 class Neighbours:
-    """A node's co-located engines, with their columns as arrays for the vectorised check."""
+    """A node's co-located engines; their columns as arrays are made on first use (most nodes' are only
+    ever read through `load_bounds`, which reads the items of many nodes at once)."""
 
     items: Sequence[NeighbourInput]
-    sigma: FloatArray
-    margin: FloatArray  # NaN: not SLO-bound
-    u_total: FloatArray
     namespaces: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, items: Sequence[NeighbourInput]) -> Neighbours:
-        return cls(
-            items=tuple(items),
-            sigma=np.asarray([nb.sigma for nb in items], dtype=np.float64),
-            margin=np.asarray([np.nan if nb.margin is None else nb.margin for nb in items], dtype=np.float64),
-            u_total=np.asarray([nb.u_total for nb in items], dtype=np.float64),
-            namespaces=frozenset(nb.namespace for nb in items),
-        )
+        return cls(items=tuple(items), namespaces=frozenset(nb.namespace for nb in items))
+
+    @cached_property
+    def sigma(self) -> FloatArray:
+        return np.asarray([nb.sigma for nb in self.items], dtype=np.float64)
+
+    @cached_property
+    def margin(self) -> FloatArray:
+        """NaN: not SLO-bound."""
+        return np.asarray([np.nan if nb.margin is None else nb.margin for nb in self.items], dtype=np.float64)
+
+    @cached_property
+    def u_total(self) -> FloatArray:
+        return np.asarray([nb.u_total for nb in self.items], dtype=np.float64)
 
 
 NO_NEIGHBOURS = Neighbours.of(())
@@ -175,10 +181,10 @@ def load_bounds(neighbours: Sequence[Neighbours], safety: float) -> FloatArray:
     u_j = np.zeros((n_nodes, n_j))
     rows_j = np.repeat(np.arange(n_nodes), lens)  # rows repeat, columns count within a row
     cols_j = np.arange(rows_j.size) - np.repeat(np.cumsum(lens) - lens, lens)
-    with_nb = [nb for nb in neighbours if nb.items]
-    sigma_j[rows_j, cols_j] = np.concatenate([nb.sigma for nb in with_nb])
-    u_j[rows_j, cols_j] = np.concatenate([nb.u_total for nb in with_nb])
-    margin = np.concatenate([nb.margin for nb in with_nb])
+    flat = [x for nb in neighbours for x in nb.items]
+    sigma_j[rows_j, cols_j] = [x.sigma for x in flat]
+    u_j[rows_j, cols_j] = [x.u_total for x in flat]
+    margin = np.asarray([np.nan if x.margin is None else x.margin for x in flat], dtype=np.float64)
     thr_j[rows_j, cols_j] = np.where(np.isnan(margin), np.inf, margin * (1.0 - safety))
     return max_load_increase(sigma_j, thr_j, u_j)
 
