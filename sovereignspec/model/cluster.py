@@ -110,13 +110,16 @@ class SnapshotIndex:
     Memo keys name their node second (`(kind, node, ...)`); a fact about a node reads only that node,
     its pods, its GPU samples, the pods those samples name, and the global parts compared below."""
 
-    memo: dict[object, object]
+    memo: NodeMemo
     """Request- and reservation-independent derived facts (e.g. a node's neighbours under one policy),
     memoised by the decision core for the life of this index and of those built from it."""
     wide: dict[object, object]
     """Like `memo`, but facts about many nodes at once (arrays aligned with a node list): valid only while
     nodes, pods and telemetry are the same, so every full build or patch starts it empty; indexes
-    derived with `base` share it."""
+    derived with `base` share it. A patched index reaches the previous ones' through `carried`."""
+    carried: Carried | None = None
+    """The `wide` memos of the indexes this one was patched from, with the nodes touched since: a fact
+    about many nodes is patched on those nodes instead of being rebuilt for all of them."""
     node_by_name: dict[str, NodeInfo]
     ns_labels: dict[str, dict[str, str]]
     pods_by_node: dict[str, list[PodInfo]]
@@ -158,6 +161,7 @@ class SnapshotIndex:
             self._fingerprints = base._fingerprints
             self._nodes = base._nodes
             self._named_on = base._named_on
+            self.carried = base.carried
         elif carry is not None and self._patch(snap, carry, pods):
             self.how = "patched"
             self.wide = {}
@@ -182,7 +186,7 @@ class SnapshotIndex:
         """Trusted reservations by node, each with the GPUs it still holds (see _Held)."""
 
     def _build(self, snap: ClusterSnapshot) -> None:
-        self.memo = {}
+        self.memo = NodeMemo()
         self._fingerprints = {}
         self._nodes = snap.nodes
         self.node_by_name = {n.name: n for n in snap.nodes}
@@ -269,9 +273,24 @@ class SnapshotIndex:
         self.engine_by_pod = old.engine_by_pod
         self.inputs = old.inputs
         self._named_on = old._named_on
-        self._fingerprints = {n: f for n, f in old._fingerprints.items() if n not in touched}
-        self.memo = {k: v for k, v in old.memo.items() if _memo_node(k) not in touched}
+        self._fingerprints = dict(old._fingerprints)
+        for n in touched:
+            self._fingerprints.pop(n, None)
+        self.memo = old.memo.without(touched)
+        self.carried = Carried.after(old, frozenset(touched))
         return True
+
+    def carried_fact(self, key: object) -> tuple[object, frozenset[str]] | None:
+        """The newest `wide` entry under `key` among the indexes this one was patched from, and the nodes
+        touched since it was made (None when none holds one)."""
+        link, touched = self.carried, frozenset[str]()
+        while link is not None:
+            touched |= link.touched
+            hit = link.wide.get(key)
+            if hit is not None:
+                return hit, touched
+            link = link.older
+        return None
 
     @property
     def node_list(self) -> list[NodeInfo]:
@@ -298,9 +317,76 @@ class SnapshotIndex:
         if not _same_inputs(self.inputs, old.inputs):
             return  # GPU and engine samples, namespace labels: every fact may read them
         kept = {n for n in self.node_by_name if self.node_inputs(n) == old.node_inputs(n)}
-        for key, value in old.memo.items():
-            if _memo_node(key) in kept or (isinstance(key, tuple) and key[0] == "ns-rules"):
-                self.memo[key] = value
+        self.memo.keep(old.memo, kept)
+
+
+class NodeMemo:
+    """Memoised facts grouped by the node they are about (keys `(kind, node, ...)`; a key whose second
+    part is no node name, e.g. `("ns-rules", id(policies))`, is grouped under that part), so that a patch
+    drops the touched nodes' facts without visiting every fact of the cluster. Indexes patched from one
+    another share the groups of the nodes neither touched: their facts hold in both."""
+
+    __slots__ = ("_by",)
+
+    def __init__(self, by: dict[object, dict[object, object]] | None = None) -> None:
+        self._by: dict[object, dict[object, object]] = {} if by is None else by
+
+    def get(self, key: object) -> object:
+        group = self._by.get(_memo_node(key))
+        return None if group is None else group.get(key)
+
+    def __setitem__(self, key: object, value: object) -> None:
+        node = _memo_node(key)
+        group = self._by.get(node)
+        if group is None:
+            group = self._by[node] = {}
+        group[key] = value
+
+    def __len__(self) -> int:
+        return sum(len(g) for g in self._by.values())
+
+    def without(self, nodes: set[str]) -> NodeMemo:
+        """The facts about every node but `nodes` (and the facts about no node)."""
+        by = dict(self._by)
+        for n in nodes:
+            by.pop(n, None)
+        if None in by:  # facts about all nodes (checked against the node list): each index its own
+            by[None] = dict(by[None])
+        return NodeMemo(by)
+
+    def keep(self, old: NodeMemo, nodes: set[str]) -> None:
+        """Take `old`'s facts about `nodes`, and its per-namespace rules."""
+        for slot, group in old._by.items():
+            if slot in nodes:
+                self._by[slot] = group
+            else:
+                rules = {k: v for k, v in group.items() if isinstance(k, tuple) and k[0] == "ns-rules"}
+                if rules:
+                    self._by.setdefault(slot, {}).update(rules)
+
+
+class Carried:
+    """One link of a patched index's chain: the `wide` memo of the index it was patched from, the nodes
+    whose facts may differ since, and that index's own link (at most `DEPTH` links are kept)."""
+
+    DEPTH = 4
+    __slots__ = ("older", "touched", "wide")
+
+    def __init__(self, wide: dict[object, object], touched: frozenset[str], older: Carried | None) -> None:
+        self.wide, self.touched, self.older = wide, touched, older
+
+    @classmethod
+    def after(cls, old: SnapshotIndex, touched: frozenset[str]) -> Carried:
+        """The chain of an index patched from `old` (a copy: `old`'s own chain stays as it is)."""
+        links: list[Carried] = []
+        link = old.carried
+        while link is not None and len(links) < cls.DEPTH - 1:
+            links.append(link)
+            link = link.older
+        older: Carried | None = None
+        for link in reversed(links):
+            older = cls(link.wide, link.touched, older)
+        return cls(old.wide, touched, older)
 
 
 class _Held(Mapping[str, list[tuple[Reservation, int]]]):

@@ -320,7 +320,7 @@ class _Ctx:
 # Hard rules
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _StaticFilter:
     """The node filter's request- and reservation-independent part (I1, I4, taints, GPUs, readiness)."""
 
@@ -328,6 +328,15 @@ class _StaticFilter:
     possible: bool
     """Some node passes I1, the template selector, taints and GPU count: waiting can help."""
     passed: list[NodeInfo]
+    why: list[str | None]
+    """Per node of the node list, why it is excluded (None: passed)."""
+    space: object
+    """Names the passed list's row space for facts kept per row: the same while the passed nodes have
+    the same names in the same order (a patched filter keeps it)."""
+
+
+_LATE = ("admitted flavor's nodeLabels", "not ready or unschedulable")
+"""Exclusions after I1, the template selector, taints and GPU count: such a node could host later."""
 
 
 def _static_filter(
@@ -353,34 +362,79 @@ def _static_filter(
         tuple(sorted(flavor_labels.items())),
     )
     hit = idx.memo.get(key)
-    if isinstance(hit, tuple) and hit[0] is idx.node_list and hit[1] is sov:
+    nodes = idx.node_list
+    if isinstance(hit, tuple) and hit[0] is nodes and hit[1] is sov:
         return cast(_StaticFilter, hit[2])
-    excluded: dict[str, int] = {}
-    possible = False
-    passed: list[NodeInfo] = []
-    for node in idx.node_list:
+
+    def check(node: NodeInfo) -> str | None:
         labels = node.labels
         if not ctx.rules.allows_node_labels(labels):
-            why = "jurisdiction or policy labels"
-        elif template_selector is None or not _labels_match(labels, template_selector):
-            why = "template nodeSelector"
-        elif not taints_tolerated(node, tolerations):
-            why = "untolerated taints"
-        elif node.gpu_allocatable < need:
-            why = "too few GPUs"
-        else:
-            possible = True
-            if not _labels_match(labels, flavor_labels):
-                why = "admitted flavor's nodeLabels"
-            elif not node.ready or node.unschedulable:
-                why = "not ready or unschedulable"
-            else:
-                passed.append(node)
-                continue
-        excluded[why] = excluded.get(why, 0) + 1
-    result = _StaticFilter(excluded, possible, passed)
-    idx.memo[key] = (idx.node_list, sov, result)
+            return "jurisdiction or policy labels"
+        if template_selector is None or not _labels_match(labels, template_selector):
+            return "template nodeSelector"
+        if not taints_tolerated(node, tolerations):
+            return "untolerated taints"
+        if node.gpu_allocatable < need:
+            return "too few GPUs"
+        if not _labels_match(labels, flavor_labels):
+            return _LATE[0]
+        if not node.ready or node.unschedulable:
+            return _LATE[1]
+        return None
+
+    if isinstance(hit, tuple) and hit[1] is sov:  # another node list: check only the changed nodes
+        patched = _patch_static(hit[0], cast(_StaticFilter, hit[2]), nodes, check)
+        if patched is not None:
+            idx.memo[key] = (nodes, sov, patched)
+            return patched
+    why = [check(node) for node in nodes]
+    excluded: dict[str, int] = {}
+    for w in why:
+        if w is not None:
+            excluded[w] = excluded.get(w, 0) + 1
+    result = _static_result(nodes, why, excluded, object())
+    idx.memo[key] = (nodes, sov, result)
     return result
+
+
+def _static_result(
+    nodes: Sequence[NodeInfo], why: list[str | None], excluded: dict[str, int], space: object
+) -> _StaticFilter:
+    passed = [n for n, w in zip(nodes, why, strict=True) if w is None]
+    possible = bool(passed) or any(excluded.get(w) for w in _LATE)
+    return _StaticFilter(excluded, possible, passed, why, space)
+
+
+def _patch_static(
+    old_nodes: Sequence[NodeInfo],
+    old: _StaticFilter,
+    nodes: Sequence[NodeInfo],
+    check: Callable[[NodeInfo], str | None],
+) -> _StaticFilter | None:
+    """The filter of `nodes` from the filter of `old_nodes` when the same names are in the same order:
+    only the nodes whose object changed are checked again (None: rebuild)."""
+    if len(old_nodes) != len(nodes):
+        return None
+    why, excluded = old.why, old.excluded
+    for i, (a, b) in enumerate(zip(old_nodes, nodes, strict=True)):
+        if a is b:
+            continue
+        if a.name != b.name:
+            return None
+        w = check(b)
+        if w == why[i]:
+            continue
+        if why is old.why:
+            why, excluded = list(why), dict(excluded)
+        if (was := why[i]) is not None:
+            excluded[was] -= 1
+            if not excluded[was]:
+                del excluded[was]
+        if w is not None:
+            excluded[w] = excluded.get(w, 0) + 1
+        why[i] = w
+    same_rows = why is old.why or [w is None for w in why] == [w is None for w in old.why]
+    return _static_result(nodes, why, excluded, old.space if same_rows else object())
 
 
 def _pinned_node_selector(pod_sets: Sequence[PodSetInfo]) -> dict[str, str] | None:
@@ -504,7 +558,7 @@ def decide(
     if tas_set is None:
         static = _static_filter(ctx, template_selector, tolerations, need, flavor_labels)
         excluded, static_possible = dict(static.excluded), static.possible
-        rows = _rows(ctx, static.passed)
+        rows = _rows(ctx, static.passed, static.space)
         free = rows.base_free.copy()
         iso = _pod_isolation(ctx, rows).copy()
         held = (
@@ -524,7 +578,7 @@ def decide(
         free_c = free[cand_rows]
         if rows.repeated:  # a name listed twice (a hand-written scenario): a fact memoised by name is
             # the first asker's, so only the candidates ask, in their order, as every node does for TAS
-            rows, cand_rows = _rows(ctx, candidates, cached=False), np.arange(len(candidates))
+            rows, cand_rows = _rows(ctx, candidates), np.arange(len(candidates))
     else:
         excluded, static_possible = {}, False
         candidates = []
@@ -552,7 +606,7 @@ def decide(
                     free_list.append(ctx.free_gpus(node))
                     continue
             excluded[why] = excluded.get(why, 0) + 1
-        rows = _rows(ctx, candidates, cached=False)
+        rows = _rows(ctx, candidates)
         cand_rows = np.arange(len(candidates), dtype=np.int64)
         free_c = np.asarray(free_list, dtype=np.int64)
     summary = ", ".join(f"{n} {w}" for w, n in sorted(excluded.items(), key=lambda x: (-x[1], x[0])))
@@ -660,7 +714,7 @@ def decide(
         ev_c = np.flatnonzero(full_at >= 0)
         if ev_c.size:
             t, full = _evaluate_rows(
-                ctx, rows, spec, estimate.expected_lengths, ranges, claims.expected_batch
+                ctx, rows, spec, estimate.expected_lengths, ranges, claims.expected_batch, claims
             )
             evaluation = full.take(full_at[ev_c])
             at[ev_c] = np.arange(ev_c.size)
@@ -893,6 +947,8 @@ class _Rows:
     """A node list and what no request changes about its nodes."""
 
     nodes: Sequence[NodeInfo]
+    names: list[str]
+    """The nodes' names (the same list object in rows patched from one another)."""
     at: dict[str, int]
     """Name -> position (the last one for a name listed twice)."""
     rank: IntArray
@@ -902,8 +958,19 @@ class _Rows:
     """Allocatable GPUs minus those of bound pods (reservations are read per decision)."""
     repeated: bool
     """Some name occurs twice (a hand-written scenario): facts kept by name are the last node's."""
-    cached: bool
-    """Facts about these rows are memoised on the index (the static filter's list) or built each time."""
+    space: object | None
+    """Facts about these rows are memoised on the index under this name (the static filter's list's
+    row space), or built each time (None)."""
+
+    def touched(self, nodes: frozenset[str]) -> IntArray | None:
+        """The rows of `nodes`, in order; None when patching them would not pay (or a name repeats)."""
+        if self.repeated:
+            return None
+        at = self.at
+        rows = sorted(i for n in nodes if (i := at.get(n)) is not None)
+        if 2 * len(rows) > len(self.names):
+            return None
+        return np.asarray(rows, dtype=np.int64)
 
 
 @dataclass(frozen=True, eq=False)
@@ -929,56 +996,111 @@ class _SpecRows:
     """Row -> its index among the rows evaluated (-1 where speculation is off)."""
 
 
-def _wide(ctx: _Ctx, key: tuple[object, ...], owners: tuple[object, ...], build: Callable[[], _T]) -> _T:
+Patch = Callable[[tuple[object, ...], _T, frozenset[str]], _T | None]
+"""Makes a fact from the same fact of an index this one was patched from (its owners, its value, the
+nodes touched since), or declines (None)."""
+
+
+def _wide(
+    ctx: _Ctx,
+    key: tuple[object, ...],
+    owners: tuple[object, ...],
+    build: Callable[[], _T],
+    patch: Patch[_T] | None = None,
+) -> _T:
     """`build()` memoised in the index's `wide` memo while `owners` (named by id in `key`) are the same
-    objects; the entry keeps them alive, so their ids stay theirs."""
-    hit = ctx.idx.wide.get(key)
+    objects; the entry keeps them alive, so their ids stay theirs. On a patched index, `patch` makes the
+    fact from the newest one the previous indexes hold under `key`, when there is one."""
+    idx = ctx.idx
+    hit = idx.wide.get(key)
     if (
         isinstance(hit, tuple)
         and len(hit[0]) == len(owners)
         and all(a is b for a, b in zip(hit[0], owners, strict=True))
     ):
         return cast(_T, hit[1])
-    value = build()
-    if len(ctx.idx.wide) > 256:
-        ctx.idx.wide.clear()
-    ctx.idx.wide[key] = (owners, value)
+    value: _T | None = None
+    if patch is not None and (old := idx.carried_fact(key)) is not None:
+        (old_owners, old_value), touched = cast(tuple[tuple[tuple[object, ...], _T], frozenset[str]], old)
+        value = patch(old_owners, old_value, touched)
+    if value is None:
+        value = build()
+    if len(idx.wide) > 256:
+        idx.wide.clear()
+    idx.wide[key] = (owners, value)
     return value
 
 
 def _on_rows(
-    ctx: _Ctx, rows: _Rows, key: tuple[object, ...], owners: tuple[object, ...], build: Callable[[], _T]
+    ctx: _Ctx,
+    rows: _Rows,
+    key: tuple[object, ...],
+    owners: tuple[object, ...],
+    build: Callable[[], _T],
+    patch: Callable[[_T, IntArray], _T | None],
 ) -> _T:
-    """A fact about `rows`, memoised with them when they are."""
-    return _wide(ctx, (*key, id(rows)), (rows, *owners), build) if rows.cached else build()
+    """A fact about `rows`, memoised with them when they are; `patch(old value, rows touched)` makes it
+    from the fact of a previous index on rows with the same names and the same `owners`."""
+    if rows.space is None:
+        return build()
+
+    def carried(old_owners: tuple[object, ...], old: _T, touched: frozenset[str]) -> _T | None:
+        old_rows = old_owners[0]
+        if not isinstance(old_rows, _Rows) or old_rows.names is not rows.names:
+            return None
+        if any(a is not b for a, b in zip(old_owners[1:], owners, strict=True)):
+            return None
+        at = rows.touched(touched)
+        return None if at is None else patch(old, at)
+
+    return _wide(ctx, (*key, rows.space), (rows, *owners), build, carried)
 
 
-def _rows(ctx: _Ctx, nodes: Sequence[NodeInfo], cached: bool = True) -> _Rows:
+def _rows(ctx: _Ctx, nodes: Sequence[NodeInfo], space: object | None = None) -> _Rows:
+    """`nodes` as rows; memoised under `space` when given (the static filter's passed list)."""
+    used = ctx.idx.gpu_used
+
     def build() -> _Rows:
         names = [n.name for n in nodes]
         rank = np.empty(len(names), dtype=np.int64)
         rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
-        used = ctx.idx.gpu_used
         alloc = np.fromiter((n.gpu_allocatable for n in nodes), dtype=np.int64, count=len(nodes))
         base_free = alloc - np.fromiter((used.get(n, 0) for n in names), dtype=np.int64, count=len(nodes))
         at = {name: i for i, name in enumerate(names)}
-        return _Rows(nodes, at, rank, alloc, base_free, len(at) != len(names), cached)
+        return _Rows(nodes, names, at, rank, alloc, base_free, len(at) != len(names), space)
 
-    return _wide(ctx, ("rows", id(nodes)), (nodes,), build) if cached else build()
+    def patch(_: tuple[object, ...], old: _Rows, touched: frozenset[str]) -> _Rows | None:
+        # the same space: the same names in the same order (the static filter keeps it only then)
+        at = old.touched(touched)
+        if at is None or len(old.names) != len(nodes):
+            return None
+        alloc, base_free = old.alloc.copy(), old.base_free.copy()
+        for i in at.tolist():
+            alloc[i] = nodes[i].gpu_allocatable
+            base_free[i] = alloc[i] - used.get(old.names[i], 0)
+        return _Rows(nodes, old.names, old.at, old.rank, alloc, base_free, False, space)
+
+    return build() if space is None else _wide(ctx, ("rows", space), (nodes,), build, patch)
 
 
 def _pod_isolation(ctx: _Ctx, rows: _Rows) -> BoolArray:
     """I2 and I3 for the request's tenant against each node's pods (reservations are read per decision)."""
 
+    def one(i: int) -> bool:
+        name = rows.names[i]
+        return ctx.isolation_among(name, ctx.pod_occupants(name))
+
     def build() -> BoolArray:
-        return np.fromiter(
-            (ctx.isolation_among(n.name, ctx.pod_occupants(n.name)) for n in rows.nodes),
-            dtype=np.bool_,
-            count=len(rows.nodes),
-        )
+        return np.fromiter(map(one, range(len(rows.names))), dtype=np.bool_, count=len(rows.names))
+
+    def patch(old: BoolArray, at: IntArray) -> BoolArray:
+        new = old.copy()
+        for i in at.tolist():
+            new[i] = one(i)
+        return new
 
     sov = ctx.policies.sovereignty
-    return _on_rows(ctx, rows, ("isolation", ctx.wl.namespace, id(sov)), (sov,), build)
+    return _on_rows(ctx, rows, ("isolation", ctx.wl.namespace, id(sov)), (sov,), build, patch)
 
 
 def _gpu_rows(ctx: _Ctx, rows: _Rows) -> _GpuRows:
@@ -987,23 +1109,33 @@ def _gpu_rows(ctx: _Ctx, rows: _Rows) -> _GpuRows:
         u = np.fromiter((np.nan if i[1] is None else i[1] for i in infos), dtype=np.float64, count=len(infos))
         return _GpuRows(infos, u)
 
-    return _on_rows(ctx, rows, ("gpu", ctx.policy.slack_aggregation), (), build)
+    def patch(old: _GpuRows, at: IntArray) -> _GpuRows:
+        infos, u = list(old.infos), old.u.copy()
+        for i in at.tolist():
+            infos[i] = info = ctx.gpu_state(rows.nodes[i])
+            u[i] = np.nan if info[1] is None else info[1]
+        return _GpuRows(infos, u)
+
+    return _on_rows(ctx, rows, ("gpu", ctx.policy.slack_aggregation), (), build, patch)
 
 
 def _spec_rows(ctx: _Ctx, rows: _Rows, gpu: _GpuRows, book: ProfileBook, claims: Claims) -> _SpecRows:
+    """Memoised per rows, policies, method and target model (`gpu` is the rows' GPU state under the
+    policy's slack aggregation, so the policy names it)."""
     policy, sov = ctx.policy, ctx.policies.sovereignty
 
+    def one(i: int) -> NodeInput | Reason:
+        node = rows.nodes[i]
+        key = ("node-input", node.name, (id(policy), id(sov), claims.method, claims.target_model))
+        hit = ctx.idx.memo.get(key)
+        if isinstance(hit, tuple) and hit[0] is policy and hit[1] is sov:
+            return cast(NodeInput | Reason, hit[2])
+        got = _node_input(ctx, node, gpu.infos[i], book, claims)
+        ctx.idx.memo[key] = (policy, sov, got)
+        return got
+
     def build() -> _SpecRows:
-        got: list[NodeInput | Reason] = []
-        for node, info in zip(rows.nodes, gpu.infos, strict=True):
-            key = ("node-input", node.name, (id(policy), id(sov), claims.method, claims.target_model))
-            hit = ctx.idx.memo.get(key)
-            if isinstance(hit, tuple) and hit[0] is policy and hit[1] is sov:
-                got.append(hit[2])
-            else:
-                one = _node_input(ctx, node, info, book, claims)
-                ctx.idx.memo[key] = (policy, sov, one)
-                got.append(one)
+        got = [one(i) for i in range(len(rows.nodes))]
         inputs = [g for g in got if isinstance(g, NodeInput)]
         groups, of = Groups.of_nodes(inputs)
         ok = np.fromiter((isinstance(g, NodeInput) for g in got), dtype=np.bool_, count=len(got))
@@ -1020,24 +1152,103 @@ def _spec_rows(ctx: _Ctx, rows: _Rows, gpu: _GpuRows, book: ProfileBook, claims:
                     own.setdefault(ns, []).append(i)
         return _SpecRows(got, groups, gid, bound, own, evaluated)
 
+    def patch(old: _SpecRows, at: IntArray) -> _SpecRows:
+        got = list(old.got)
+        rows_at = at.tolist()
+        for i in rows_at:
+            got[i] = one(i)
+        on = [i for i in rows_at if isinstance(got[i], NodeInput)]
+        inputs = [cast(NodeInput, got[i]) for i in on]
+        groups, of = old.groups.extended(inputs)  # the groups there keep their numbers
+        gid, bound = old.gid.copy(), old.bound.copy()
+        gid[at], bound[at] = -1, np.inf
+        gid[on] = of
+        bound[on] = load_bounds([nd.neighbours for nd in inputs], policy.safety)
+        evaluated = old.evaluated
+        ok = gid >= 0
+        if not np.array_equal(ok[at], old.gid[at] >= 0):
+            evaluated = np.full(len(got), -1, dtype=np.int64)
+            evaluated[ok] = np.arange(int(np.count_nonzero(ok)))
+        own = dict(old.own)
+        moved = set(rows_at)
+        spaces = {
+            ns
+            for i in rows_at
+            for g in (old.got[i], got[i])
+            if isinstance(g, NodeInput)
+            for ns in g.neighbours.namespaces
+        }
+        for ns in spaces:
+            mine = [r for r in own.get(ns, ()) if r not in moved]
+            mine.extend(i for i, nd in zip(on, inputs, strict=True) if ns in nd.neighbours.namespaces)
+            if mine:
+                own[ns] = sorted(mine)
+            else:
+                own.pop(ns, None)
+        return _SpecRows(got, groups, gid, bound, own, evaluated)
+
     key = ("spec", id(policy), id(sov), claims.method, claims.target_model)
-    return _on_rows(ctx, rows, key, (policy, sov, gpu), build)
+    return _on_rows(ctx, rows, key, (policy, sov), build, patch)
 
 
 def _evaluate_rows(
-    ctx: _Ctx, rows: _Rows, spec: _SpecRows, el: FloatArray, ranges: Sequence[tuple[int, int]], batch: int
+    ctx: _Ctx,
+    rows: _Rows,
+    spec: _SpecRows,
+    el: FloatArray,
+    ranges: Sequence[tuple[int, int]],
+    batch: int,
+    claims: Claims,
 ) -> tuple[Tables, Evaluation]:
     """The evaluation of every row where speculation can be on (in row order), and the group tables it
-    was read from, memoised per acceptance curve, ranges and expected batch."""
-    policy = ctx.policy
+    was read from, memoised per rows' spec (policies, method, target model), acceptance curve, ranges and
+    expected batch. Patched, only the touched rows are evaluated again, and groups added since get
+    their tables (a group's table and a node's evaluation read only that group and that node)."""
+    policy, sov = ctx.policy, ctx.policies.sovereignty
+    ends = [end for _, end in ranges]
+    e_range = range_index(ranges, batch)
 
-    def build() -> tuple[Tables, Evaluation]:
-        t = tables(spec.groups, el, [end for _, end in ranges], batch, policy.min_gain)
+    def evaluate(t: Tables) -> Evaluation:
         ok = spec.evaluated >= 0
-        return t, evaluate_groups(t, spec.gid[ok], spec.bound[ok], range_index(ranges, batch))
+        return evaluate_groups(t, spec.gid[ok], spec.bound[ok], e_range)
 
-    key = ("evaluation", id(spec), el.tobytes(), tuple(ranges), batch)
-    return _on_rows(ctx, rows, key, (spec, policy), build)
+    def build() -> tuple[Tables, Evaluation, _SpecRows]:
+        t = tables(spec.groups, el, ends, batch, policy.min_gain)
+        return t, evaluate(t), spec
+
+    def patch(
+        old: tuple[Tables, Evaluation, _SpecRows], at: IntArray
+    ) -> tuple[Tables, Evaluation, _SpecRows] | None:
+        t, ev, was = old
+        if spec.groups is not was.groups:
+            if not spec.groups.extends(was.groups):
+                return None
+            added = spec.groups.since(was.groups)
+            t = t.concat(tables(added, el, ends, batch, policy.min_gain))
+        if not np.array_equal(spec.evaluated, was.evaluated):
+            return t, evaluate(t), spec
+        ev = ev.copy()
+        redo = spec.evaluated[at]
+        on = redo >= 0
+        if on.any():
+            rows_on = at[on]
+            ev.put(redo[on], evaluate_groups(t, spec.gid[rows_on], spec.bound[rows_on], e_range))
+        return t, ev, spec
+
+    key = (
+        "evaluation",
+        id(policy),
+        id(sov),
+        claims.method,
+        claims.target_model,
+        el.tobytes(),
+        tuple(ranges),
+        batch,
+    )
+    got = _on_rows(ctx, rows, key, (policy, sov), build, patch)
+    if got[2] is not spec:  # the spec was made again under the same memo (not while the memo holds)
+        got = build()
+    return got[0], got[1]
 
 
 def _node_input(

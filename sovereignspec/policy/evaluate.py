@@ -115,6 +115,59 @@ class Groups:
         )
         return groups, of
 
+    @cached_property
+    def _number(self) -> dict[tuple[int, float, float], int]:
+        """(curve id, c_d, u) -> group."""
+        curves = [id(self.curves[c]) for c in self.curve.tolist()]
+        return {key: g for g, key in enumerate(zip(curves, self.c_d.tolist(), self.u.tolist(), strict=True))}
+
+    def extended(self, nodes: Sequence[NodeInput]) -> tuple[Groups, IntArray]:
+        """These groups with those of `nodes` that are new added at the end (the same object when none
+        is), and each node's group: a group already here keeps its number."""
+        number = self._number
+        of = np.empty(len(nodes), dtype=np.int64)
+        added: dict[tuple[int, float, float], int] = {}
+        curves = self.curves
+        for i, nd in enumerate(nodes):
+            key = (id(nd.curve), nd.c_d, nd.u)
+            g = number.get(key)
+            if g is None:
+                g = added.get(key)
+                if g is None:
+                    g = added[key] = len(number) + len(added)
+                    if not any(c is nd.curve for c in curves):
+                        curves = [*curves, nd.curve]
+            of[i] = g
+        if not added:
+            return self, of
+        at = {id(c): j for j, c in enumerate(curves)}
+        return (
+            Groups(
+                curves=curves,
+                curve=np.concatenate([self.curve, np.asarray([at[k[0]] for k in added], dtype=np.int64)]),
+                c_d=np.concatenate([self.c_d, np.asarray([k[1] for k in added], dtype=np.float64)]),
+                u=np.concatenate([self.u, np.asarray([k[2] for k in added], dtype=np.float64)]),
+            ),
+            of,
+        )
+
+    def extends(self, other: Groups) -> bool:
+        """`other`'s groups are this one's first, with the same numbers."""
+        n = other.curve.size
+        return (
+            self.curve.size >= n
+            and len(self.curves) >= len(other.curves)
+            and all(a is b for a, b in zip(self.curves, other.curves, strict=False))
+            and np.array_equal(self.curve[:n], other.curve)
+            and np.array_equal(self.c_d[:n], other.c_d)
+            and np.array_equal(self.u[:n], other.u)
+        )
+
+    def since(self, other: Groups) -> Groups:
+        """The groups after `other`'s (for this one when it `extends` other)."""
+        n = other.curve.size
+        return Groups(self.curves, self.curve[n:], self.c_d[n:], self.u[n:])
+
 
 @dataclass(frozen=True, eq=False)
 class Tables:
@@ -126,6 +179,10 @@ class Tables:
     best: IntArray  # [G, R+1, K+1] best budget among 0..k passing self-benefit (k = 0 scores 1)
     step: FloatArray  # [G] t_u(B) at the expected batch, plain
     slack: FloatArray  # [G] sigma(B) = t0 / t_u(B) at the expected batch
+
+    def concat(self, more: Tables) -> Tables:
+        """These groups' tables followed by `more`'s (a group's table reads only that group)."""
+        return Tables(*(np.concatenate([getattr(self, f.name), getattr(more, f.name)]) for f in fields(self)))
 
 
 @dataclass(frozen=True)
@@ -139,6 +196,9 @@ class Evaluation:
     load_increase_expected: FloatArray  # [N] Δu at the expected batch with its range's k*
     speedup_by_k: FloatArray  # [N, K+1] S_real at the expected batch for every k (for the record)
     step_expected: FloatArray  # [N] t_u(B) at the expected batch, plain (for placement Throughput)
+
+    def copy(self) -> Evaluation:
+        return Evaluation(*(getattr(self, f.name).copy() for f in fields(self)))
 
     def take(self, rows: IntArray) -> Evaluation:
         """The evaluation of the nodes at `rows`, in that order."""
