@@ -2,8 +2,10 @@
 
 Prints median and p99 (figures, not a timed test). "warm" reuses one ClusterSnapshot (its per-node
 index built once, as the operator does between cache refreshes); "cold" includes building that index;
-"patched" is a new snapshot with one pod changed that carries the previous index (the operator after a
-pod event: facts about untouched nodes are kept, facts about many nodes at once are read again).
+"patched" is a new snapshot with one pod (or one node's labels) changed that carries the previous index,
+as the operator does after a pod or node event: facts about untouched nodes are kept, and facts about
+many nodes at once are patched on the touched ones. "compared" finds the changed pod by comparing every
+pod; "tracked" is handed the changed key, as the operator's pod mirror does.
 Runs on one core (sched_setaffinity) with numpy's threads limited to one.
 """
 
@@ -173,24 +175,42 @@ def main() -> int:
     report("cold (index built each call)", measure(cold, 50))
 
     # The operator after a pod event: a new snapshot with one pod changed carries the previous index
-    # (facts about untouched nodes kept, facts about many nodes at once rebuilt from them).
+    # (facts about untouched nodes kept, facts about many nodes at once patched on the touched ones).
     state = {"snap": snapshot, "i": 0}
 
-    def patched() -> None:
+    def patched(tracked: bool, node: bool = False) -> None:
         prev = state["snap"]
         assert isinstance(prev, ClusterSnapshot)
         i = state["i"] = int(state["i"]) + 1  # type: ignore[call-overload]
-        pods = list(prev.pods)
-        k = (i * 7919) % len(pods)
-        pods[k] = pods[k].model_copy(update={"gpu_request": 2 - pods[k].gpu_request})
-        nxt = prev.model_copy(update={"pods": pods})
+        update: dict[str, object] = {}
+        changed: set[tuple[str, str]] = set()
+        if node:  # a label update (KWOK's heartbeat-like node changes)
+            nodes = list(prev.nodes)
+            k = (i * 7919) % len(nodes)
+            nodes[k] = nodes[k].model_copy(update={"labels": {**nodes[k].labels, "bench/beat": str(i)}})
+            update["nodes"] = nodes
+        else:
+            pods = list(prev.pods)
+            k = (i * 7919) % len(pods)
+            pods[k] = pods[k].model_copy(update={"gpu_request": 2 - pods[k].gpu_request})
+            changed.add((pods[k].namespace, pods[k].name))
+            update["pods"] = pods
+        nxt = prev.model_copy(update=update)
         nxt.__dict__.pop("index", None)
-        nxt.carry_index_from(prev)
+        if tracked:  # the operator's way: its pods by key, and the keys it saw change
+            by_key = dict(prev.index.pod_by_key)
+            for key in changed:
+                by_key[key] = next(p for p in nxt.pods if (p.namespace, p.name) == key)
+            nxt.carry_index_from(prev, (by_key, changed))
+        else:
+            nxt.carry_index_from(prev)
         decide(request, nxt, policies, NOW)
         state["snap"] = nxt
 
     decide(request, snapshot, policies, NOW)
-    report("patched (one pod changed)", measure(patched, 100))
+    report("patched (one pod, compared)", measure(lambda: patched(False), 100))
+    report("patched (one pod, tracked)", measure(lambda: patched(True), 100))
+    report("patched (one node's labels)", measure(lambda: patched(True, node=True), 100))
     return 0
 
 
