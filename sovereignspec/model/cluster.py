@@ -331,15 +331,14 @@ class NodeMemo:
     def __init__(self, by: dict[object, dict[object, object]] | None = None) -> None:
         self._by: dict[object, dict[object, object]] = {} if by is None else by
 
-    def get(self, key: object) -> object:
-        group = self._by.get(_memo_node(key))
+    def get(self, key: tuple[object, object, *tuple[object, ...]]) -> object:
+        group = self._by.get(key[1])
         return None if group is None else group.get(key)
 
-    def __setitem__(self, key: object, value: object) -> None:
-        node = _memo_node(key)
-        group = self._by.get(node)
+    def __setitem__(self, key: tuple[object, object, *tuple[object, ...]], value: object) -> None:
+        group = self._by.get(key[1])
         if group is None:
-            group = self._by[node] = {}
+            group = self._by[key[1]] = {}
         group[key] = value
 
     def __len__(self) -> int:

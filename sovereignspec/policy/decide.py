@@ -211,9 +211,10 @@ class _Ctx:
         key = ("ns-rules", id(policies.sovereignty))
         hit = self.idx.memo.get(key)
         if not (isinstance(hit, tuple) and hit[0] is policies.sovereignty):
-            hit = (policies.sovereignty, {})
+            hit = (policies.sovereignty, {}, {})
             self.idx.memo[key] = hit
         self._ns_rules: dict[str, TenantRules] = hit[1]
+        self._slo_ms: dict[tuple[str, str | None, float], float] = hit[2]
 
     def ns_rules(self, namespace: str) -> TenantRules:
         r = self._ns_rules.get(namespace)
@@ -221,6 +222,14 @@ class _Ctx:
             r = rules_or_strict(namespace, self.idx.ns_labels, self.policies.sovereignty)
             self._ns_rules[namespace] = r
         return r
+
+    def slo_ms(self, namespace: str, raw: str | None, default_ms: float) -> float:
+        """A neighbour's SLO claim clamped by its tenant's rules (memoised like the rules)."""
+        key = (namespace, raw, default_ms)
+        hit = self._slo_ms.get(key)
+        if hit is None:
+            hit = self._slo_ms[key] = parse_slo_ms(raw, default_ms, self.ns_rules(namespace))[0]
+        return hit
 
     def pod_occupants(self, node: str) -> frozenset[str]:
         """Namespaces of the node's non-infrastructure active pods (memoised on the base index)."""
@@ -1405,27 +1414,48 @@ def _neighbours_uncached(
     product_default = node.labels.get(LABEL_GPU_PRODUCT) or next(
         (g.model_name for g in gpus if g.model_name), None
     )
-    for (ns, name), u_tot in sorted(seen.items()):
-        pod = ctx.idx.pod_by_key.get((ns, name))
+    pod_by_key, engine_by_pod = ctx.idx.pod_by_key, ctx.idx.engine_by_pod
+    default_slo, unknown_sigma = policy.default_tpot_slo_ms, policy.unknown_neighbour_slack
+    for key, u_tot in sorted(seen.items()):
+        pod = pod_by_key.get(key)
         ann = pod.annotations if pod is not None else {}
-        engine = ctx.idx.engine_by_pod.get((ns, name))
-        raw_slo = ann.get(PREFIX + "tpot-slo-ms")
-        slo_ms, _ = parse_slo_ms(raw_slo, policy.default_tpot_slo_ms, ctx.ns_rules(ns))
+        engine = engine_by_pod.get(key)
+        raw_slo = ann.get(_SLO_KEY)
+        ns = key[0]
         margin: float | None
         if engine is not None and engine.tpot_seconds is not None:
-            margin = slo_ms / 1000.0 / engine.tpot_seconds - 1.0
+            margin = ctx.slo_ms(ns, raw_slo, default_slo) / 1000.0 / engine.tpot_seconds - 1.0
         elif engine is not None or raw_slo is not None:
             margin = 0.0
         else:
             margin = None
-        sigma = policy.unknown_neighbour_slack
-        prof = book.find(product_default, ann.get(PREFIX + "target-model"))
-        if prof is not None and engine is not None and engine.running is not None:
-            c = _curve(prof)
-            compute = (c.t_scalar(max(engine.running, 1.0)) - c.t0) / (1.0 - min(u_tot, U_MAX))
-            sigma = c.t0 / (c.t0 + compute)
-        out.append(NeighbourInput(namespace=ns, pod=name, sigma=sigma, margin=margin, u_total=u_tot))
+        sigma = unknown_sigma
+        if engine is not None and engine.running is not None:
+            prof = book.find(product_default, ann.get(_TARGET_KEY))
+            if prof is not None:
+                sigma = _neighbour_sigma(_curve(prof), engine.running, u_tot)
+        out.append(NeighbourInput(namespace=ns, pod=key[1], sigma=sigma, margin=margin, u_total=u_tot))
     return out
+
+
+_SLO_KEY = PREFIX + "tpot-slo-ms"
+_TARGET_KEY = PREFIX + "target-model"
+_SIGMAS: dict[tuple[int, float, float], tuple[StepCurve, float]] = {}
+
+
+def _neighbour_sigma(c: StepCurve, running: float, u_tot: float) -> float:
+    """A neighbour's slack from its curve, its running sequences and its GPU's load (memoised on the
+    values: a cluster has few products and load levels; the curve is kept so its id stays its own)."""
+    key = (id(c), running, u_tot)
+    hit = _SIGMAS.get(key)
+    if hit is not None and hit[0] is c:
+        return hit[1]
+    compute = (c.t_scalar(max(running, 1.0)) - c.t0) / (1.0 - min(u_tot, U_MAX))
+    sigma = c.t0 / (c.t0 + compute)
+    if len(_SIGMAS) > 4096:
+        _SIGMAS.clear()
+    _SIGMAS[key] = (c, sigma)
+    return sigma
 
 
 def _replicas(node: NodeInfo, samples: Sequence[GpuSample]) -> int:
