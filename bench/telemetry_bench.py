@@ -119,10 +119,12 @@ def main() -> int:
             for p in sc["pods"]  # type: ignore[attr-defined]
         ]
         ids = identities_from_pods(pods)
-        times, joins = [], []
+        times, joins, cpus = [], [], []
         reading = reader.refresh()  # warm-up (connection setup, Prometheus caches)
         for _ in range(args.refreshes):
+            c0 = time.process_time()  # this process only: the simulator and Prometheus are children
             reading = reader.refresh()
+            cpus.append(time.process_time() - c0)
             times.append(reading.seconds)
             t0 = time.monotonic()
             snap = build_snapshot(reading, ids)
@@ -131,6 +133,8 @@ def main() -> int:
         p50, worst = statistics.median(times) * 1000, max(times) * 1000
         print(f"refresh latency (all queries in parallel, uncached): p50 {p50:.0f} ms, "
               f"max {worst:.0f} ms over {len(times)} refreshes")  # fmt: skip
+        print(f"refresh CPU in the reader's process (all its threads: HTTP, JSON, parse, assemble): "
+              f"p50 {statistics.median(cpus) * 1000:.0f} ms")  # fmt: skip
         print(f"join + snapshot build: p50 {statistics.median(joins) * 1000:.0f} ms")
         print(f"snapshot: {len(snap.gpus)} GPUs, {len(snap.engines)} engines, "
               f"{len(snap.acceptance)} acceptance pairs, {len(snap.missing)} gaps")  # fmt: skip
