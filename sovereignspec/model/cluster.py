@@ -388,9 +388,17 @@ class Carried:
         while link is not None and len(links) < cls.DEPTH - 1:
             links.append(link)
             link = link.older
+        # A key found in a newer link is never read from an older one (carried_fact stops at the
+        # newest): drop it there, so the chain holds about one copy of each fact, not one per link.
+        seen = set(old.wide)
+        kept: list[tuple[dict[object, object], frozenset[str]]] = []
+        for link in links:
+            wide = {k: v for k, v in link.wide.items() if k not in seen}
+            seen.update(wide)
+            kept.append((wide, link.touched))
         older: Carried | None = None
-        for link in reversed(links):
-            older = cls(link.wide, link.touched, older)
+        for wide, was_touched in reversed(kept):
+            older = cls(wide, was_touched, older)
         return cls(old.wide, touched, older)
 
 
