@@ -19,11 +19,21 @@ from hypothesis import strategies as st
 
 from sovereignspec.api.speculation_policy import SpeculationPolicySpec
 from sovereignspec.model.cluster import ClusterSnapshot, NamespaceInfo, NodeInfo, PodInfo, Reservation
-from sovereignspec.model.telemetry import AcceptanceSample, EngineSample, GpuSample, PodRef, TelemetrySnapshot
+from sovereignspec.model.telemetry import EngineSample, GpuSample, PodRef, TelemetrySnapshot
 from sovereignspec.policy import decide as core
 from sovereignspec.policy.decide import decide
 from sovereignspec.policy.request import AdmissionRequest, Policies
-from tests.unit.test_decide_warm import NOW, PRODUCTS, TENANTS, _request, policies, requests, snapshots
+from tests.unit.test_decide_warm import (
+    NOW,
+    PRODUCTS,
+    TENANTS,
+    _fresh,
+    _request,
+    acceptance,
+    policies,
+    requests,
+    snapshots,
+)
 
 NODES = [f"n{i}" for i in range(10)]
 PodEdit = tuple[str, str, str, str | None, str | None, str, int]
@@ -133,12 +143,6 @@ def _apply(prev: ClusterSnapshot, edits: list[Edit], tracked: bool) -> ClusterSn
     return nxt
 
 
-def _fresh(snap: ClusterSnapshot, res: list[Reservation]) -> ClusterSnapshot:
-    copy = snap.model_copy(update={"reservations": res})
-    copy.__dict__.pop("index", None)
-    return copy
-
-
 @settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
 )
@@ -193,15 +197,7 @@ def test_a_patch_redoes_only_the_touched_rows(monkeypatch: pytest.MonkeyPatch) -
         telemetry=TelemetrySnapshot(
             time=NOW - timedelta(seconds=5),
             gpus=[GpuSample(node=n, uuid=f"{n}-0", tensor_active=0.1, fb_free_mib=40000.0) for n in names],
-            acceptance=[
-                AcceptanceSample(
-                    target_model="m",
-                    draft_model="d",
-                    method="eagle3",
-                    drafts=1000,
-                    accepted_per_position=[900, 800],
-                )
-            ],
+            acceptance=[acceptance()],
         ),
     )
     req = _request("bank-a", "chat", 1, "interactive", "eagle3", "8")
@@ -262,15 +258,7 @@ def test_a_pod_named_by_another_nodes_gpu_touches_that_node() -> None:
                 GpuSample(node="n1", uuid="g1", tensor_active=0.1, fb_free_mib=40000.0),
             ],
             engines=[EngineSample(namespace="shop", pod="eng", tpot_seconds=0.03, running=8.0)],
-            acceptance=[
-                AcceptanceSample(
-                    target_model="m",
-                    draft_model="d",
-                    method="eagle3",
-                    drafts=1000,
-                    accepted_per_position=[900, 800],
-                )
-            ],
+            acceptance=[acceptance()],
         ),
     )
     req = _request("bank-a", "chat", 1, "interactive", "eagle3", "8")

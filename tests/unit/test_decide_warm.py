@@ -30,6 +30,13 @@ TENANTS = ["bank-a", "bank-b", "shop"]
 PRODUCTS = ["NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-80GB", "NVIDIA-H200", "Unknown-GPU"]
 
 
+def acceptance(method: str = "eagle3") -> AcceptanceSample:
+    """Counters of a healthy draft of target `m`, draft `d`."""
+    return AcceptanceSample(
+        target_model="m", draft_model="d", method=method, drafts=1000, accepted_per_position=[900, 800]
+    )
+
+
 @st.composite
 def snapshots(draw: st.DrawFn) -> ClusterSnapshot:
     nodes, pods, gpus, engines = [], [], [], []
@@ -100,12 +107,7 @@ def snapshots(draw: st.DrawFn) -> ClusterSnapshot:
             time=NOW - timedelta(seconds=5),
             gpus=gpus,
             engines=engines,
-            acceptance=[
-                AcceptanceSample(
-                    target_model="m", draft_model="d", method=m, drafts=1000, accepted_per_position=[900, 800]
-                )
-                for m in ("eagle3", "ngram")
-            ],
+            acceptance=[acceptance(m) for m in ("eagle3", "ngram")],
         ),
     )
 
@@ -231,15 +233,7 @@ def test_own_old_pods_are_no_neighbours_on_a_warm_snapshot() -> None:
             time=NOW - timedelta(seconds=5),
             gpus=[gpu],
             engines=[EngineSample(namespace="bank-a", pod="chat-0", tpot_seconds=0.05, running=8.0)],
-            acceptance=[
-                AcceptanceSample(
-                    target_model="m",
-                    draft_model="d",
-                    method="eagle3",
-                    drafts=1000,
-                    accepted_per_position=[900, 800],
-                )
-            ],
+            acceptance=[acceptance()],
         ),
     )
     pol = Policies(SpeculationPolicySpec(), None, ())
