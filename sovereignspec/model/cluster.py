@@ -437,12 +437,12 @@ class _Held(Mapping[str, list[tuple[Reservation, int]]]):
         return isinstance(node, str) and bool(self._holding(node))
 
     def _nodes(self) -> list[str]:
-        if self._live is None:  # O(reservations) once per snapshot; lists only for the live nodes
+        if self._live is None:  # O(reservations) once per snapshot; a node's list is made when read
             b = self._bound
             self._live = [
                 n
                 for n, rs in self._groups.items()
-                if any(r.gpus > b.get((r.namespace, r.name), 0) for r in rs) and self._holding(n)
+                if any(r.gpus > b.get((r.namespace, r.name), 0) for r in rs)
             ]
         return self._live
 
