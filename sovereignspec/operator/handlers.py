@@ -17,6 +17,7 @@ from sovereignspec.api.speculation_policy import SpeculationPolicy
 from sovereignspec.kube.pod_workloads import owner_pod, with_pod_metadata
 from sovereignspec.model.cluster import WorkloadRef
 from sovereignspec.operator.controller import Controller, Views, holding
+from sovereignspec.operator.metrics import WATCH_EVENTS
 from sovereignspec.policy.parse import (
     ParseError,
     parse_admission_check,
@@ -34,6 +35,14 @@ T = TypeVar("T")
 
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
 OURS = ("sovereignspec.io", "v1alpha1")
+
+
+# Bound once: a labelled child per event would cost a dict lookup under a lock each time.
+_EVENTS_NODES = WATCH_EVENTS.labels(resource="nodes")
+_EVENTS_PODS = WATCH_EVENTS.labels(resource="pods")
+_EVENTS_NAMESPACES = WATCH_EVENTS.labels(resource="namespaces")
+_EVENTS_WORKLOADS = WATCH_EVENTS.labels(resource="workloads")
+_EVENTS_DECISIONS = WATCH_EVENTS.labels(resource="speculationdecisions")
 
 
 def _values(index: Mapping[Any, Iterable[T]]) -> list[T]:
@@ -104,11 +113,13 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
 
     @kopf.index("", "v1", "nodes", registry=registry, id="ss_nodes")
     async def ss_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
+        _EVENTS_NODES.inc()
         n = _safe("Node", parse_node, body)
         return {name: unchanged("ss_nodes", name, n)} if n is not None else {}
 
     @kopf.index("", "v1", "pods", registry=registry, id="ss_pods")
     async def ss_pods(body: kopf.Body, **_: Any) -> dict[Any, Any]:
+        _EVENTS_PODS.inc()
         p = _safe("Pod", parse_pod, body)
         if p is None or (p.node is None and p.gpu_request == 0):
             ctrl.mirror.put_pod(_key(body), None)
@@ -121,10 +132,12 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
     @kopf.on.event("", "v1", "pods", registry=registry)
     async def on_pod(type: str | None, body: kopf.Body, **_: Any) -> None:
         if type == "DELETED":  # kopf calls no index handler for a deletion
+            _EVENTS_PODS.inc()
             ctrl.mirror.put_pod(_key(body), None)
 
     @kopf.index("", "v1", "namespaces", registry=registry, id="ss_namespaces")
     async def ss_namespaces(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
+        _EVENTS_NAMESPACES.inc()
         n = _safe("Namespace", parse_namespace, body)
         return {name: n} if n is not None else {}
 
@@ -152,6 +165,7 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
 
     @kopf.index(*OURS, "speculationdecisions", registry=registry, id="ss_decisions")
     async def ss_decisions(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+        _EVENTS_DECISIONS.inc()
         raw = dict(body)
         ctrl.mirror.decisions.put(_key(body), raw)
         return {(namespace, name): raw}
@@ -159,12 +173,14 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
     @kopf.on.event(*OURS, "speculationdecisions", registry=registry)
     async def on_decision(type: str | None, body: kopf.Body, **_: Any) -> None:
         if type == "DELETED":
+            _EVENTS_DECISIONS.inc()
             ctrl.mirror.decisions.put(_key(body), None)
 
     @kopf.index(*KUEUE, "workloads", registry=registry, id="ss_workloads")
     async def ss_workloads(
         namespace: str | None, name: str, uid: str, body: kopf.Body, **_: Any
     ) -> dict[Any, Any]:
+        _EVENTS_WORKLOADS.inc()
         # Which workloads hold quota lives in the mirror; the index keeps their bodies (drift, resync).
         if holding(body):
             ctrl.mirror.holding.put(
@@ -234,6 +250,7 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
     async def on_workload(type: str | None, body: kopf.Body, uid: str, **kw: Any) -> None:
         ctrl.indexes = kw  # kopf indexes are live views: the background loops read them too
         if type == "DELETED":
+            _EVENTS_WORKLOADS.inc()
             ctrl.mirror.holding.put(_key(body), None)
             ctrl.forget(uid)
             return

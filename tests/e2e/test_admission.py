@@ -24,7 +24,16 @@ from tests.e2e.pool import (
 pytestmark = pytest.mark.e2e
 
 
+def _watch_events(stack: Stack) -> dict[str, float]:
+    return {
+        line.split('resource="')[1].split('"')[0]: float(line.split()[-1])
+        for line in stack.operator.metrics().splitlines()
+        if line.startswith("sovereignspec_watch_events_total{")
+    }
+
+
 def test_job_admitted_with_decision_on_pods(stack: Stack, pool: Pool) -> None:
+    events_before = _watch_events(stack)
     idle, busy = pool.add_nodes(NodeDef("idle", base_load=0.0), NodeDef("busy", base_load=0.9))
     pool.setup_queue()
     ns = pool.tenant("acme")
@@ -58,6 +67,11 @@ def test_job_admitted_with_decision_on_pods(stack: Stack, pool: Pool) -> None:
     if cfg:
         parsed = json.loads(cfg)
         assert parsed["method"] == "eagle3" and parsed["num_speculative_tokens"] >= 1
+
+    # The operator counted the watch events this test caused, per resource (its CPU grows with them).
+    events = _watch_events(stack)
+    for resource in ("nodes", "pods", "workloads", "speculationdecisions", "namespaces"):
+        assert events.get(resource, 0) > events_before.get(resource, 0), (events_before, events)
 
 
 def test_deployment_through_pod_integration(stack: Stack, pool: Pool) -> None:
