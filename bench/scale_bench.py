@@ -164,6 +164,15 @@ def proc_rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def watch_events(text: str) -> dict[str, float]:
+    """`sovereignspec_watch_events_total` by resource."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith('sovereignspec_watch_events_total{resource="'):
+            out[line.split('"')[1]] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
 def metric_sum(text: str, name: str) -> float:
     """Sum of a metric's samples; `name` may carry a full label set (`m{a="b"}`) to pick one."""
     total = 0.0
@@ -365,6 +374,7 @@ def main() -> int:
         phases.append(("idle", per_refresh(q1 - q0, r1 - r0)))
 
         cpu0, req0 = proc_cpu_seconds(op.proc.pid), ident.requests()
+        events0 = watch_events(op.metrics())  # type: ignore[union-attr]
         ann_i = serving_annotations()
         ann_b = serving_annotations(cls="batch")
         names: list[str] = []
@@ -402,6 +412,7 @@ def main() -> int:
         sampler.stop.set()
         rss_now = proc_rss_mb(op.proc.pid)
         metrics_text = op.metrics()  # type: ignore[union-attr]
+        events = {r: n - events0.get(r, 0.0) for r, n in watch_events(metrics_text).items()}
         builds = {
             how: metric_sum(metrics_text, f'sovereignspec_snapshot_builds_total{{how="{how}"}}')
             for how in ("reused", "patched", "full")
@@ -541,6 +552,14 @@ def main() -> int:
             f"API requests by the operator: {req1 - req0:.0f} -> "
             f"{(req1 - req0) / max(decisions, 1):.2f} per decision "
             f"(APF counter of its own user, watches and events included)"
+        )
+        n_events = sum(events.values())
+        print(
+            f"watch events handled in the paced bursts: {n_events:.0f} -> "
+            f"{n_events / max(decisions, 1):.1f} per decision ("
+            + ", ".join(f"{r} {n / max(decisions, 1):.1f}" for r, n in sorted(events.items()))
+            + f"); operator CPU per event, all its CPU counted: "
+            f"{1000 * cpu_s / n_events if n_events else float('nan'):.2f} ms"
         )
         print(
             f"API server round trip of a no-op status apply (n={len(rtt)}): p50 {pct(rtt, 0.5):.1f} ms, "
