@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export SOVEREIGNSPEC_CACHE ?= $(HOME)/.cache/sovereignspec
 
-.PHONY: venv lint typecheck unit test demo chart-lint cluster-up cluster-down cluster-status crds bench-decide bench-drift bench clean
+.PHONY: venv lint typecheck unit test demo chart-lint cluster-up cluster-down cluster-status crds bench-decide bench-drift bench-floor bench clean
 
 $(BIN)/sovereignspec: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -59,6 +59,11 @@ bench-decide: venv
 # The drift sweep's CPU per admitted workload on the same cluster (parse + evaluate_drift).
 bench-drift: venv
 	$(BIN)/python bench/drift_bench.py
+
+# What a decision costs at the least on kopf and the Python client (local cluster): client CPU per write,
+# the operator's CPU per watch event, and the decisions-per-CPU-second bound they give.
+bench-floor: venv
+	$(BIN)/python bench/floor_bench.py
 
 # The operator at scale on the local cluster (500 KWOK nodes, 1,000 Jobs in bursts): prints figures and
 # ends with one JSON line. BENCH_ARGS=--quick for a busy machine (100 nodes, 200 Jobs).
