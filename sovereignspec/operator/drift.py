@@ -11,11 +11,10 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from sovereignspec.policy.decision import DRIFT
 from sovereignspec.policy.drift import UNKNOWN, DriftResult, evaluate_drift, k_at
 
 __all__ = ["DRIFT", "UNKNOWN", "DriftResult", "drift_condition", "evaluate_drift", "grace_over", "k_at"]
-
-DRIFT = "Drift"
 
 
 def grace_over(condition: Mapping[str, Any] | None, result: DriftResult, now: datetime) -> bool:

@@ -19,6 +19,7 @@ from sovereignspec.api.speculation_decision import (
     AcceptanceSummary,
     Candidate,
     CheckState,
+    Condition,
     DecisionInputs,
     NeighbourImpact,
     PodSetUpdate,
@@ -28,7 +29,30 @@ from sovereignspec.api.speculation_decision import (
 )
 from sovereignspec.model.workload import CheckEntry
 
-__all__ = ["Candidate", "Decision", "check_entry", "decision_status", "speculation_decision_object"]
+__all__ = [
+    "DRIFT",
+    "Candidate",
+    "Decision",
+    "check_entry",
+    "decision_status",
+    "describe_config",
+    "no_drift_message",
+    "speculation_decision_object",
+]
+
+DRIFT = "Drift"
+"""The SpeculationDecision condition saying whether the admitted speculation is still today's."""
+
+
+def describe_config(config: str) -> str:
+    return f"speculative-config {config}" if config else "speculation off"
+
+
+def no_drift_message(node: str, admitted: str, current: str) -> str:
+    """The Drift condition's message for a stable verdict: configs only, no live figures, so the
+    condition is rewritten only when the verdict changes."""
+    today = describe_config(current)
+    return f"admitted with {describe_config(admitted)}; today's decision on {node}: {today}"
 
 
 class Decision(Model):
@@ -65,6 +89,21 @@ class Decision(Model):
 
 
 def decision_status(d: Decision) -> SpeculationDecisionStatus:
+    """The record. A Ready decision carries `Drift=False` from the start (at admission the admitted
+    speculation is today's decision by definition), worded as the drift sweep words a stable verdict:
+    the first sweep then has nothing to write, one write and one watch event less per decision."""
+    conditions: list[Condition] = []
+    if d.state == "Ready" and d.node:
+        cfg = d.speculative.config
+        conditions.append(
+            Condition(
+                type=DRIFT,
+                status="False",
+                reason="NoDrift",
+                message=no_drift_message(d.node, cfg, cfg),
+                last_transition_time=d.decided_at,
+            )
+        )
     return SpeculationDecisionStatus(
         state=d.state,
         reason=d.reason,
@@ -86,6 +125,7 @@ def decision_status(d: Decision) -> SpeculationDecisionStatus:
         telemetry_time=d.telemetry_time,
         decided_at=d.decided_at,
         observed_generation=d.observed_generation,
+        conditions=conditions,
     )
 
 

@@ -36,8 +36,9 @@ from sovereignspec.model.profiles import DEFAULT_PROFILES
 from sovereignspec.model.steptime import StepCurve
 from sovereignspec.model.telemetry import EngineSample, GpuSample, PodRef, TelemetrySnapshot
 from sovereignspec.model.workload import CheckEntry, PodSetAssignment, PodSetInfo, WorkloadInfo
+from sovereignspec.operator.drift import drift_condition
 from sovereignspec.policy.decide import decide
-from sovereignspec.policy.decision import speculation_decision_object
+from sovereignspec.policy.decision import DRIFT, speculation_decision_object
 from sovereignspec.policy.drift import evaluate_drift, k_at, others_load, own_share
 from sovereignspec.policy.request import request_for
 
@@ -146,3 +147,29 @@ def test_others_load_inverts_the_own_share() -> None:
         assert others_load(measured, [(curve, 0.15, b, k)]) == pytest.approx(others, abs=1e-6)
     assert others_load(0.5, []) == 0.5
     assert others_load(0.01, [(curve, 0.15, 256, 3)]) == 0.0  # never below zero
+
+
+def test_first_sweep_writes_nothing_while_the_verdict_is_admission() -> None:
+    """The record carries Drift=False from admission, worded as the sweep words a stable verdict."""
+    wl, record = _admitted()
+    assert record.status is not None
+    (initial,) = [c.wire() for c in record.status.conditions if c.type == DRIFT]
+    assert (initial["status"], initial["reason"]) == ("False", "NoDrift")
+    stable = evaluate_drift(wl, "ss", record, _snapshot(running=True, tensor=0.6), NOW)
+    assert stable is not None and not stable.drifted
+    assert drift_condition(initial, stable, 1, NOW) is None  # nothing to write: one write less
+    drifted = evaluate_drift(wl, "ss", record, _snapshot(running=True, tensor=0.97, neighbour=True), NOW)
+    assert drifted is not None and drifted.drifted
+    cond = drift_condition(initial, drifted, 1, NOW)
+    assert cond is not None and cond["status"] == "True"
+
+
+def test_only_ready_decisions_carry_a_drift_condition() -> None:
+    wl = _workload()
+    snap = _snapshot(running=False, tensor=0.0)
+    snap = snap.model_copy(update={"nodes": []})  # no sovereign node: Retry, never Ready
+    req, policies = request_for(wl, snap)
+    d = decide(req, snap, policies, NOW)
+    assert d.state != "Ready"
+    record = SpeculationDecision.model_validate(speculation_decision_object(d, None))
+    assert record.status is not None and record.status.conditions == []
