@@ -34,9 +34,9 @@ __all__ = [
     "Candidate",
     "Decision",
     "check_entry",
+    "configs_message",
     "decision_status",
     "describe_config",
-    "no_drift_message",
     "speculation_decision_object",
 ]
 
@@ -48,9 +48,9 @@ def describe_config(config: str) -> str:
     return f"speculative-config {config}" if config else "speculation off"
 
 
-def no_drift_message(node: str, admitted: str, current: str) -> str:
-    """The Drift condition's message for a stable verdict: configs only, no live figures, so the
-    condition is rewritten only when the verdict changes."""
+def configs_message(node: str, admitted: str, current: str) -> str:
+    """The Drift condition's message, admitted config against today's (a drifted verdict prefixes why):
+    configs only, no live figures, so the condition is rewritten only when the verdict changes."""
     today = describe_config(current)
     return f"admitted with {describe_config(admitted)}; today's decision on {node}: {today}"
 
@@ -100,7 +100,7 @@ def decision_status(d: Decision) -> SpeculationDecisionStatus:
                 type=DRIFT,
                 status="False",
                 reason="NoDrift",
-                message=no_drift_message(d.node, cfg, cfg),
+                message=configs_message(d.node, cfg, cfg),
                 last_transition_time=d.decided_at,
             )
         )

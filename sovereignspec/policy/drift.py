@@ -48,7 +48,7 @@ from sovereignspec.model.telemetry import EngineSample, GpuSample
 from sovereignspec.model.workload import WorkloadInfo
 from sovereignspec.policy.claims import read_claims
 from sovereignspec.policy.decide import decide
-from sovereignspec.policy.decision import no_drift_message
+from sovereignspec.policy.decision import configs_message
 from sovereignspec.policy.request import request_for
 from sovereignspec.policy.sovereignty import TenantRules
 
@@ -232,7 +232,7 @@ def evaluate_drift(
     else:
         current = fresh.speculative.config
         # Configs only, no live figures: the condition is rewritten only when the verdict changes.
-        why = no_drift_message(node, admitted, current)
+        why = configs_message(node, admitted, current)
     batch = read_claims(
         wl.pod_sets[0].annotations if wl.pod_sets else {},
         policies.speculation,
