@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from decide_bench import NOW, build  # noqa: E402
+from decide_bench import NOW, build, measure  # noqa: E402
 from kubernetes import client  # noqa: E402
 from scale_bench import proc_cpu_seconds, watch_events  # noqa: E402
 
@@ -44,14 +44,11 @@ KUEUE = ("kueue.x-k8s.io", "v1beta2")
 
 
 def client_cpu_ms(fn: Callable[[int], Any], n: int) -> tuple[float, float]:
-    """Median client CPU and wall time of `fn(i)`, in ms."""
-    cpu, wall = [], []
-    for i in range(n):
-        c0, w0 = time.process_time(), time.perf_counter()
-        fn(i)
-        cpu.append(time.process_time() - c0)
-        wall.append(time.perf_counter() - w0)
-    return 1000 * statistics.median(cpu), 1000 * statistics.median(wall)
+    """Median client CPU (this thread: the synchronous client's work) and wall time of fn(0) … fn(n-1),
+    in ms, timed by decide_bench's `measure`."""
+    i = iter(range(n))
+    wall, cpu = measure(lambda: fn(next(i)), n)
+    return statistics.median(cpu), statistics.median(wall)
 
 
 def workload(name: str) -> dict[str, Any]:
