@@ -309,10 +309,11 @@ def run_standard(seed: int = 7, progress: Progress | None = None) -> tuple[dict[
     sat = run_scenario(saturated(), (*POLICY_NAMES, *VARIANTS, "sovereignspec-budget-only"), seed, say)
     st = run_scenario(stress(), (*POLICY_NAMES, *VARIANTS, "sovereignspec-budget-only"), seed, say)
     m = micro(seed, say)
+    sharing, timeslice_s = SHARING.get()
     result = {
         "suite": "standard",
         "seed": seed,
-        "sharing": {"mode": SHARING.get()[0], "timesliceMs": round(SHARING.get()[1] * 1000.0, 3)},
+        "sharing": {"mode": sharing, "timesliceMs": round(timeslice_s * 1000.0, 3)},
         "policies": public_table(mix.table),
         "scenarios": {"mixed": _scenario_json(mixed(), mix), "saturated": _scenario_json(saturated(), sat),
                       "stress": _scenario_json(stress(), st)},
