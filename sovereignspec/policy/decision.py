@@ -36,7 +36,6 @@ __all__ = [
     "check_entry",
     "configs_message",
     "decision_status",
-    "describe_config",
     "speculation_decision_object",
 ]
 
@@ -44,15 +43,15 @@ DRIFT = "Drift"
 """The SpeculationDecision condition saying whether the admitted speculation is still today's."""
 
 
-def describe_config(config: str) -> str:
+def _describe_config(config: str) -> str:
     return f"speculative-config {config}" if config else "speculation off"
 
 
 def configs_message(node: str, admitted: str, current: str) -> str:
     """The Drift condition's message, admitted config against today's (a drifted verdict prefixes why):
     configs only, no live figures, so the condition is rewritten only when the verdict changes."""
-    today = describe_config(current)
-    return f"admitted with {describe_config(admitted)}; today's decision on {node}: {today}"
+    today = _describe_config(current)
+    return f"admitted with {_describe_config(admitted)}; today's decision on {node}: {today}"
 
 
 class Decision(Model):
