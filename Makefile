@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 export SOVEREIGNSPEC_CACHE ?= $(HOME)/.cache/sovereignspec
 
-.PHONY: venv lint typecheck unit test demo chart-lint cluster-up cluster-down cluster-status crds bench-decide bench-drift bench-floor bench clean
+.PHONY: setup venv lint typecheck unit test demo chart-lint cluster-up cluster-down cluster-status crds bench-decide bench-drift bench-floor bench clean
 
 $(BIN)/sovereignspec: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -14,6 +14,12 @@ $(BIN)/sovereignspec: pyproject.toml
 	@touch $@
 
 venv: $(BIN)/sovereignspec
+
+# Everything a fresh machine needs for `make demo` and `make test` (and .ci/run): missing Debian packages
+# (or the one apt-get line to run when not root), the Python environment, every pinned binary set.
+# `deploy/local/setup.sh --dry-run` prints what it would do.
+setup:
+	deploy/local/setup.sh
 
 lint: venv
 	$(BIN)/ruff check sovereignspec tests
@@ -27,14 +33,15 @@ unit: venv
 	$(BIN)/pytest -m "not prometheus and not cluster and not e2e and not chaos"
 
 # The full suite: lint, types, unit/property tests and the tests against real processes.
-test: venv lint typecheck
+test: setup
+	$(MAKE) lint typecheck
 	$(BIN)/pytest
 
 # The README's first command: local cluster, chart, operator, simulator, Prometheus, examples, decisions.
-demo: venv
+demo: setup
 	deploy/demo/demo.sh
 
-chart-lint:
+chart-lint: setup
 	$(SOVEREIGNSPEC_CACHE)/bin/helm lint --strict charts/sovereignspec --kube-version 1.36.3
 
 cluster-up: venv

@@ -6,6 +6,9 @@
 # keyed by the set's version makes warm runs skip the set. Prints the build time of every set.
 #
 # Usage: build.sh [SET...]   (sets: kubernetes kwok kueue helm etcd; default: all)
+# BUILD_DRY_RUN=1 prints which sets would be built and changes nothing.
+# While a set compiles, a progress line every PROGRESS_SECONDS (30) names the set (n of N), the elapsed
+# time and the number of Go packages compiled so far, so a cold build (~18 min on 2 cores) never looks hung.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -62,18 +65,38 @@ build_set() {
   local out="$BIN_DIR/"
   # A single package may be given its binary name (etcd's main package is its module root, ".../v3").
   [[ -n "${OUT_NAME:-}" ]] && out="$BIN_DIR/$OUT_NAME"
-  local t0=$SECONDS
+  local t0=$SECONDS vlog="$LOG_DIR/build-$name.packages"
+  : >"$vlog"
+  progress "$name" "$t0" "$vlog" "$BASHPID" &
+  # shellcheck disable=SC2064
+  trap "kill $! 2>/dev/null || true" EXIT
   log "$name $(set_key "$name"): resolving modules"
   "${NICE[@]}" go mod tidy >"$LOG_DIR/build-$name.log" 2>&1 || {
     tail -20 "$LOG_DIR/build-$name.log" >&2
     die "$name: go mod tidy failed (full log: $LOG_DIR/build-$name.log)"
   }
   log "$name $(set_key "$name"): go build $(basename -a "$@" | tr '\n' ' ')"
-  "${NICE[@]}" go build -trimpath -ldflags="-s -w $ldflags" -o "$out" "$@"
+  # -v lists each package as it is compiled: the progress line counts them.
+  "${NICE[@]}" go build -v -trimpath -ldflags="-s -w $ldflags" -o "$out" "$@" 2>"$vlog" || {
+    grep -v "$PKG_LINE" "$vlog" | tail -30 >&2
+    die "$name: go build failed (full log: $vlog)"
+  }
   set_key "$name" >"$STAMP_DIR/$name"
   local dt=$((SECONDS - t0))
   log "$name $(set_key "$name"): built in ${dt}s"
   echo "$name $(set_key "$name") ${dt}s $(date -u +%FT%TZ)" >>"$CACHE/build-times.log"
+}
+
+PKG_LINE='^[a-zA-Z0-9._~/-]*$'
+# progress NAME T0 VLOG PARENT: every PROGRESS_SECONDS while PARENT lives, one line naming the set, its
+# place in this run, the elapsed time and the packages compiled so far (go build -v: one line each).
+progress() {
+  local name=$1 since=$2 vlog=$3 parent=$4 n last
+  while sleep "${PROGRESS_SECONDS:-30}" && kill -0 "$parent" 2>/dev/null; do
+    n=$(grep -c "$PKG_LINE" "$vlog" 2>/dev/null || true)
+    last=$(grep "$PKG_LINE" "$vlog" 2>/dev/null | tail -1)
+    log "building $name (set $SET_INDEX of $SET_COUNT): ${n:-0} packages compiled${last:+ (now $last)}, $((SECONDS - since))s on this set, $((SECONDS - total0))s in all"
+  done
 }
 
 # module_dir MODULE@VERSION -> the extracted module in the module cache (for manifests shipped in it).
@@ -181,12 +204,20 @@ declare -A SET_BINS=([kubernetes]="kube-apiserver kube-controller-manager kube-s
 sets=("$@")
 [[ ${#sets[@]} -gt 0 ]] || sets=("${ALL_SETS[@]}")
 total0=$SECONDS
+SET_COUNT=${#sets[@]}
+SET_INDEX=0
 for s in "${sets[@]}"; do
+  SET_INDEX=$((SET_INDEX + 1))
   [[ -n "${SET_BINS[$s]:-}" ]] || die "unknown binary set '$s' (known: ${ALL_SETS[*]})"
   # shellcheck disable=SC2086
   if is_cached "$s" ${SET_BINS[$s]}; then
-    log "$s $(set_key "$s"): cached (${SET_BINS[$s]})"
+    log "[$SET_INDEX/$SET_COUNT] $s $(set_key "$s"): cached (${SET_BINS[$s]})"
+    [[ "${BUILD_DRY_RUN:-0}" == 1 ]] && continue
+  elif [[ "${BUILD_DRY_RUN:-0}" == 1 ]]; then
+    log "[$SET_INDEX/$SET_COUNT] $s $(set_key "$s"): would build (${SET_BINS[$s]})"
+    continue
   else
+    log "[$SET_INDEX/$SET_COUNT] $s $(set_key "$s"): building"
     (build_"$s")
   fi
   case "$s" in
@@ -194,4 +225,5 @@ for s in "${sets[@]}"; do
   kueue) share_kueue ;;
   esac
 done
+[[ "${BUILD_DRY_RUN:-0}" == 1 ]] && exit 0
 log "binaries ready in $BIN_DIR ($((SECONDS - total0))s)"
