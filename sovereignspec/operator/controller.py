@@ -48,6 +48,7 @@ from sovereignspec.model.workload import WorkloadInfo
 from sovereignspec.operator.admission_checks import active_condition
 from sovereignspec.operator.drift import DRIFT, drift_condition, evaluate_drift, grace_over
 from sovereignspec.operator.health import HealthState
+from sovereignspec.operator.logs import api_error
 from sovereignspec.operator.metrics import (
     DECISION_DURATION,
     DECISION_ERRORS,
@@ -215,7 +216,12 @@ class Controller:
             )
         except ApiException as exc:
             DECISION_ERRORS.labels(stage="admissioncheck").inc()
-            log.warning("cannot update AdmissionCheck %s: %s", body["metadata"]["name"], exc.reason)
+            log.warning(
+                "cannot update AdmissionCheck %s: %s",
+                body["metadata"]["name"],
+                exc.reason,
+                extra=api_error(exc),
+            )
 
     # ---- Drift ---------------------------------------------------------------------------------
 
@@ -300,7 +306,7 @@ class Controller:
                     )
             except ApiException as exc:
                 DECISION_ERRORS.labels(stage="drift").inc()
-                log.warning("drift write for %s/%s failed: %s", ns, name, exc.reason)
+                log.warning("drift write for %s/%s failed: %s", ns, name, exc.reason, extra=api_error(exc))
                 continue
             DRIFT_CHECKS.labels(outcome=outcome).inc()
         DRIFT_GAUGE.set(drifted)
@@ -490,8 +496,17 @@ class Controller:
                     wl.namespace,
                     wl.name,
                     exc.reason,
+                    extra=api_error(exc),
                 )
                 return
+            log.warning(
+                "decision write for %s/%s failed: %s %s",
+                wl.namespace,
+                wl.name,
+                exc.status,
+                exc.reason,
+                extra=api_error(exc),
+            )
             raise kopf.TemporaryError(f"write failed: {exc.status} {exc.reason}", delay=2) from exc
         self._answered[key] = marker
         started = self._pending_seen.pop(key, None)
@@ -568,7 +583,11 @@ class Controller:
         except ApiException as exc:
             DECISION_ERRORS.labels(stage="write").inc()
             log.info(
-                "cannot report unreadable workload %s/%s: %s", meta["namespace"], meta["name"], exc.reason
+                "cannot report unreadable workload %s/%s: %s",
+                meta["namespace"],
+                meta["name"],
+                exc.reason,
+                extra=api_error(exc),
             )
             return
         _post_event(body, type="Warning", reason="SpeculationUnreadable", message=message[:1024])

@@ -27,6 +27,12 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, separators=(",", ":"))
 
 
+def api_error(exc: Exception) -> dict[str, object]:
+    """The structured fields of a failed API call (`extra=` of a log record): log readers and tests
+    match on the HTTP status, never on a substring of the message."""
+    return {"httpStatus": getattr(exc, "status", None), "apiReason": getattr(exc, "reason", None)}
+
+
 def configure_logging(fmt: str, level: str) -> None:
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":

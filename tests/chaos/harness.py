@@ -7,7 +7,6 @@ measure or break is our operator alone.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import uuid
@@ -21,9 +20,11 @@ import yaml
 from kubernetes import client
 
 from tests.e2e.pool import POOL_LABEL, NodeDef, Pool, node_manifest, our_entry
-from tests.e2e.processes import OperatorProcess
+from tests.e2e.processes import OperatorProcess, log_records
 from tests.harness.cluster import LocalCluster
 from tests.harness.wait import wait_until
+
+__all__ = ["log_records"]  # the chaos tests read the operator's JSON log through this module
 
 JURISDICTION = "sovereignspec.io/jurisdiction"
 HOSTNAME = "kubernetes.io/hostname"
@@ -154,21 +155,6 @@ def operator(
     return ProfiledOperator(
         cluster, prometheus_url, leader_election=leader_election, identity=identity, extra_env=env
     )
-
-
-def log_records(op: OperatorProcess, msg: str | None = None) -> list[dict[str, Any]]:
-    """The operator's JSON log lines (all restarts append to one file), optionally one message."""
-    out = []
-    for line in op.log_path.read_text(errors="replace").splitlines():
-        if not line.startswith("{"):
-            continue
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        if msg is None or rec.get("msg") == msg:
-            out.append(rec)
-    return out
 
 
 def jobs_docs(names: Iterable[str], namespace: str, annotations: dict[str, str], gpus: int = 1) -> str:

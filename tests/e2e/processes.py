@@ -12,6 +12,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from tests.harness.cluster import LocalCluster
 from tests.telemetry.promproc import free_port
@@ -65,6 +66,21 @@ class Child:
 
     def log_tail(self, chars: int = 4000) -> str:
         return self.log_path.read_text(errors="replace")[-chars:] if self.log_path.exists() else ""
+
+
+def log_records(op: Child, msg: str | None = None) -> list[dict[str, Any]]:
+    """The operator's JSON log lines (all restarts append to one file), optionally one message."""
+    out = []
+    for line in op.log_path.read_text(errors="replace").splitlines():
+        if not line.startswith("{"):
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if msg is None or rec.get("msg") == msg:
+            out.append(rec)
+    return out
 
 
 def _get(url: str, timeout: float = 1.0) -> tuple[int, str]:
