@@ -66,15 +66,17 @@ build_set() {
   # A single package may be given its binary name (etcd's main package is its module root, ".../v3").
   [[ -n "${OUT_NAME:-}" ]] && out="$BIN_DIR/$OUT_NAME"
   local t0=$SECONDS vlog="$LOG_DIR/build-$name.packages"
-  : >"$vlog"
-  progress "$name" "$t0" "$vlog" "$BASHPID" &
-  # shellcheck disable=SC2064
-  trap "kill $! 2>/dev/null || true" EXIT
   log "$name $(set_key "$name"): resolving modules"
   "${NICE[@]}" go mod tidy >"$LOG_DIR/build-$name.log" 2>&1 || {
     tail -20 "$LOG_DIR/build-$name.log" >&2
     die "$name: go mod tidy failed (full log: $LOG_DIR/build-$name.log)"
   }
+  # How many packages the build may compile (fewer when Go's build cache already holds some).
+  PKG_TOTAL=$(go list -deps "$@" 2>/dev/null | wc -l)
+  : >"$vlog"
+  progress "$name" "$t0" "$vlog" "$BASHPID" &
+  # shellcheck disable=SC2064
+  trap "kill $! 2>/dev/null || true" EXIT
   log "$name $(set_key "$name"): go build $(basename -a "$@" | tr '\n' ' ')"
   # -v lists each package as it is compiled: the progress line counts them.
   "${NICE[@]}" go build -v -trimpath -ldflags="-s -w $ldflags" -o "$out" "$@" 2>"$vlog" || {
@@ -95,7 +97,7 @@ progress() {
   while sleep "${PROGRESS_SECONDS:-30}" && kill -0 "$parent" 2>/dev/null; do
     n=$(grep -c "$PKG_LINE" "$vlog" 2>/dev/null || true)
     last=$(grep "$PKG_LINE" "$vlog" 2>/dev/null | tail -1)
-    log "building $name (set $SET_INDEX of $SET_COUNT): ${n:-0} packages compiled${last:+ (now $last)}, $((SECONDS - since))s on this set, $((SECONDS - total0))s in all"
+    log "building $name (set $SET_INDEX of $SET_COUNT): ${n:-0} of at most ${PKG_TOTAL:-?} packages compiled${last:+ (now $last)}, $((SECONDS - since))s on this set, $((SECONDS - total0))s in all"
   done
 }
 
