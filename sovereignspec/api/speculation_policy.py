@@ -199,6 +199,29 @@ class SpeculationPolicySpec(Model):
         default=0.6, ge=0, le=1, description="A draft whose decision alpha is below this is weak: plain."
     )
     unknown_neighbour_slack: float = Field(default=0.5, ge=0, le=1)
+    unknown_neighbour_margin: float = Field(
+        default=0.5,
+        ge=0,
+        le=100,
+        description="SLO margin (SLO / TPOT - 1) assumed for a co-located neighbour whose TPOT is not "
+        "measured (an SLO claim or a vLLM engine but no TPOT sample): it neither blocks every neighbour "
+        "at margin 0 nor counts as unconstrained.",
+    )
+    min_tpot_slo_ms: float = Field(
+        default=20.0,
+        gt=0,
+        le=3_600_000,
+        description="Global floor on TPOT SLO claims: a tenant's sovereignspec.io/tpot-slo-ms below it "
+        "counts as it, unless the tenant's SovereigntyPolicies set limits.minTpotSloMs (that value "
+        "then applies instead).",
+    )
+    system_namespaces: list[str] = Field(
+        default=["kube-system", "kube-public", "kube-node-lease"],
+        max_length=256,
+        description="Namespaces whose pods never occupy a node for isolation (infrastructure an "
+        "administrator vouches for). Every other pod counts, DaemonSet pods included; a namespace "
+        "labelled sovereignspec.io/system=true (namespace labels are set by administrators) is exempt too.",
+    )
     priors: dict[str, BetaPrior] = Field(default=DEFAULT_PRIORS)
     allowed_pairs: list[ModelPair] = Field(default=[], max_length=256)
     accelerator_profiles: list[AcceleratorProfile] = Field(default=[], max_length=64)

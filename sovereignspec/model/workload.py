@@ -3,12 +3,29 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from pydantic import ConfigDict
 
 from sovereignspec.api.base import Model
 from sovereignspec.api.meta import Toleration
 from sovereignspec.api.speculation_decision import CheckState, PodSetUpdate
+
+
+class NodeSelectorRequirement(Model):
+    """One core/v1 NodeSelectorRequirement (a label or field key, an operator, values)."""
+
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
+    values: tuple[str, ...] | None = None
+
+
+class NodeSelectorTerm(Model):
+    """One term of a required node affinity: every requirement must hold (an empty term matches no
+    node, as in Kubernetes)."""
+
+    match_expressions: tuple[NodeSelectorRequirement, ...] | None = None
+    match_fields: tuple[NodeSelectorRequirement, ...] | None = None
 
 
 class PodSetInfo(Model):
@@ -21,6 +38,9 @@ class PodSetInfo(Model):
     labels: dict[str, str] = {}
     node_selector: dict[str, str] = {}
     tolerations: list[Toleration] = []
+    node_affinity: tuple[NodeSelectorTerm, ...] | None = None
+    """The template's requiredDuringSchedulingIgnoredDuringExecution terms (any one must match);
+    None when it sets none."""
 
 
 class TopologyDomain(Model):

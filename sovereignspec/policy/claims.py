@@ -2,8 +2,17 @@
 
 A malformed value never fails the decision: it turns speculation off with a reason naming the key
 and the value (DESIGN.md §4). Claims are clamped (§3 trust boundaries): an SLO below the tenant's
-`minTpotSloMs` counts as that minimum; a class the tenant may not claim counts as `batch` (or, if
-batch is not allowed either, the first allowed class in alphabetical order).
+`minTpotSloMs` counts as that minimum, and where the tenant's policies set none, an SLO below the
+SpeculationPolicy's global floor `minTpotSloMs` (default 20 ms) counts as the floor; a class the tenant
+may not claim counts as `batch` (or, if batch is not allowed either, the first allowed class in
+alphabetical order).
+
+Claims are read when a workload is decided: re-annotating a running pod changes nothing until the
+workload's next decision (a neighbour's SLO is read from its pod, clamped the same way).
+
+Values are bounded before anything else reads them: a model name longer than `MAX_MODEL_CHARS`, or any
+other claim longer than `MAX_VALUE_CHARS`, is malformed, and a message quotes at most `SHOWN_CHARS` of
+a value (annotation values may be up to 256 KiB; a record must stay within the API's limits).
 """
 
 from __future__ import annotations
@@ -24,6 +33,14 @@ from sovereignspec.api.meta import (
 from sovereignspec.api.speculation_decision import Reason
 from sovereignspec.api.speculation_policy import METHODS, SpeculationPolicySpec
 from sovereignspec.policy.sovereignty import TenantRules
+
+MAX_MODEL_CHARS = 1024
+"""Longest target or draft model name accepted (Hugging Face ids are at most 96 characters; a local
+path may be longer)."""
+MAX_VALUE_CHARS = 64
+"""Longest class, spec-method, tpot-slo-ms or expected-batch value accepted."""
+SHOWN_CHARS = 64
+"""Most characters of a claimed value quoted in a message."""
 
 NEEDS_DRAFT_MODEL = frozenset({"eagle", "eagle3", "draft_model", "medusa", "mlp_speculator"})
 
@@ -48,21 +65,37 @@ def clamp_class(claimed: WorkloadClass, rules: TenantRules) -> WorkloadClass:
     return "batch" if "batch" in rules.classes else sorted(rules.classes)[0]  # type: ignore[return-value]
 
 
-def clamp_slo(slo_ms: float, rules: TenantRules) -> float:
-    return max(slo_ms, rules.min_tpot_slo_ms) if rules.min_tpot_slo_ms is not None else slo_ms
+def shown(value: str) -> str:
+    """A claimed value as a message quotes it: its repr, cut to SHOWN_CHARS characters."""
+    if len(value) <= SHOWN_CHARS:
+        return repr(value)
+    return f"{value[:SHOWN_CHARS]!r}... ({len(value)} characters)"
 
 
-def parse_slo_ms(raw: str | None, default_ms: float, rules: TenantRules) -> tuple[float, bool]:
+def slo_floor_ms(rules: TenantRules, floor_ms: float) -> float:
+    """The least SLO a tenant may claim: its policies' minTpotSloMs, else the global floor."""
+    return rules.min_tpot_slo_ms if rules.min_tpot_slo_ms is not None else floor_ms
+
+
+def clamp_slo(slo_ms: float, rules: TenantRules, floor_ms: float = 0.0) -> float:
+    return max(slo_ms, slo_floor_ms(rules, floor_ms))
+
+
+def parse_slo_ms(
+    raw: str | None, default_ms: float, rules: TenantRules, floor_ms: float = 0.0
+) -> tuple[float, bool]:
     """(clamped SLO in ms, well-formed?) from an annotation value; a bad value gives the default."""
     if raw is None:
-        return clamp_slo(default_ms, rules), True
+        return clamp_slo(default_ms, rules, floor_ms), True
+    if len(raw) > MAX_VALUE_CHARS:
+        return clamp_slo(default_ms, rules, floor_ms), False
     try:
         v = float(raw)
     except ValueError:
-        return clamp_slo(default_ms, rules), False
+        return clamp_slo(default_ms, rules, floor_ms), False
     if not math.isfinite(v) or v <= 0:
-        return clamp_slo(default_ms, rules), False
-    return clamp_slo(v, rules), True
+        return clamp_slo(default_ms, rules, floor_ms), False
+    return clamp_slo(v, rules, floor_ms), True
 
 
 def read_claims(annotations: Mapping[str, str], policy: SpeculationPolicySpec, rules: TenantRules) -> Claims:
@@ -70,9 +103,17 @@ def read_claims(annotations: Mapping[str, str], policy: SpeculationPolicySpec, r
     notes: list[Reason] = []
 
     def malformed(key: str, value: str, why: str) -> None:
-        bad.append(Reason(type="MalformedAnnotation", message=f"{key}={value!r}: {why}"))
+        bad.append(Reason(type="MalformedAnnotation", message=f"{key}={shown(value)}: {why}"))
 
-    raw_class = annotations.get(ANNOTATION_CLASS)
+    def too_long(key: str, limit: int) -> str | None:
+        """The claim under `key`, or None (and malformed) when longer than `limit` characters."""
+        value = annotations.get(key)
+        if value is not None and len(value) > limit:
+            malformed(key, value, f"longer than {limit} characters")
+            return None
+        return value
+
+    raw_class = too_long(ANNOTATION_CLASS, MAX_VALUE_CHARS)
     claimed: WorkloadClass = policy.default_class
     if raw_class is not None:
         if raw_class in ("interactive", "batch"):
@@ -86,17 +127,17 @@ def read_claims(annotations: Mapping[str, str], policy: SpeculationPolicySpec, r
                    f"treated as {wclass}")
         )  # fmt: skip
 
-    raw_slo = annotations.get(ANNOTATION_TPOT_SLO_MS)
-    slo, ok = parse_slo_ms(raw_slo, policy.default_tpot_slo_ms, rules)
+    raw_slo = too_long(ANNOTATION_TPOT_SLO_MS, MAX_VALUE_CHARS)
+    slo, ok = parse_slo_ms(raw_slo, policy.default_tpot_slo_ms, rules, policy.min_tpot_slo_ms)
     if not ok and raw_slo is not None:
         malformed(ANNOTATION_TPOT_SLO_MS, raw_slo, "must be a positive number of milliseconds")
     elif raw_slo is not None and slo != float(raw_slo):
-        notes.append(
-            Reason(type="SloClamped", message=f"TPOT SLO {raw_slo} ms raised to the tenant minimum {slo} ms")
-        )
+        whose = "the tenant minimum" if rules.min_tpot_slo_ms is not None else "the SpeculationPolicy floor"
+        message = f"TPOT SLO {shown(raw_slo)} ms raised to {whose} {slo} ms"
+        notes.append(Reason(type="SloClamped", message=message))
 
     batch = policy.default_expected_batch
-    raw_batch = annotations.get(ANNOTATION_EXPECTED_BATCH)
+    raw_batch = too_long(ANNOTATION_EXPECTED_BATCH, MAX_VALUE_CHARS)
     if raw_batch is not None:
         try:
             b = int(raw_batch)
@@ -106,9 +147,9 @@ def read_claims(annotations: Mapping[str, str], policy: SpeculationPolicySpec, r
         except ValueError:
             malformed(ANNOTATION_EXPECTED_BATCH, raw_batch, "must be a positive integer")
 
-    method = annotations.get(ANNOTATION_SPEC_METHOD)
-    draft = annotations.get(ANNOTATION_DRAFT_MODEL) or None
-    target = annotations.get(ANNOTATION_TARGET_MODEL) or None
+    method = too_long(ANNOTATION_SPEC_METHOD, MAX_VALUE_CHARS)
+    draft = too_long(ANNOTATION_DRAFT_MODEL, MAX_MODEL_CHARS) or None
+    target = too_long(ANNOTATION_TARGET_MODEL, MAX_MODEL_CHARS) or None
     if method is not None and method not in METHODS and method not in policy.priors:
         malformed(ANNOTATION_SPEC_METHOD, method, f"unknown method (known: {', '.join(sorted(METHODS))})")
         method = None

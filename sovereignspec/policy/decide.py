@@ -16,13 +16,19 @@ additive podSetUpdates (I4). Choices where DESIGN.md is silent:
 - Decisions happen only when QuotaReserved, not Evicted/Finished, and our entry is Pending; otherwise
   the Decision is `Pending` with reason `NotActionable` and nothing is to be written.
 - `Rejected` only when no node in the cluster passes the static rules (jurisdiction, policy labels,
-  template nodeSelector, taints, GPU allocatable) or the tenant's policies contradict; anything that
-  can change (capacity, isolation, flavor, node readiness) gives `Retry` after `retryAfterSeconds`.
+  template nodeSelector and required nodeAffinity, taints, GPU allocatable) or the tenant's policies
+  contradict; anything that can change (capacity, isolation, flavor, node readiness) gives `Retry`
+  after `retryAfterSeconds`.
 - Node load for "most loaded" placement: background tensor load u when known, else the allocated GPU
   fraction. A node's u aggregates its GPUs with free capacity by `slackAggregation` (min slack ⇔ max u;
   mean averages u); GPUs with free capacity are those with fewer pods than the node's replicas per GPU.
 - A neighbour with a vLLM engine sample but no TPOT, or with an SLO annotation but no engine sample,
-  counts with margin 0 (no room); a pod with neither is not SLO-bound and does not constrain us.
+  counts with the policy's `unknownNeighbourMargin` (default 0.5): margin 0 let any pod that claims an
+  SLO and exposes no metrics switch off every neighbour's speculation. A pod with neither is not
+  SLO-bound and does not constrain us. A neighbour's SLO claim is clamped like the workload's own (its
+  tenant's minTpotSloMs, else the policy's global floor `minTpotSloMs`).
+- Isolation counts every active pod of another tenant on the node, DaemonSet pods included; only the
+  policy's `systemNamespaces` (and namespaces labelled sovereignspec.io/system=true) are exempt.
 - On a time-sliced node, a GPU pod bound there that no GPU sample names yet (dcgm-exporter's pod
   labels lag) counts as a neighbour on every shared GPU at their highest load.
 - Draft memory: the minimum free framebuffer over the node's free GPUs must hold the draft; unknown
@@ -69,8 +75,8 @@ from sovereignspec.model.speedup import neighbour_slowdown
 from sovereignspec.model.speedup import slack as slack_of
 from sovereignspec.model.steptime import U_MAX, StepCurve, stretched
 from sovereignspec.model.telemetry import AcceptanceSample, GpuSample, TelemetrySnapshot
-from sovereignspec.model.workload import PodSetInfo, WorkloadInfo
-from sovereignspec.policy.claims import Claims, parse_slo_ms, read_claims
+from sovereignspec.model.workload import NodeSelectorTerm, PodSetInfo, WorkloadInfo
+from sovereignspec.policy.claims import Claims, parse_slo_ms, read_claims, shown
 from sovereignspec.policy.decision import Candidate, Decision
 from sovereignspec.policy.evaluate import (
     Evaluation,
@@ -83,11 +89,13 @@ from sovereignspec.policy.evaluate import (
     load_bounds,
     tables,
 )
+from sovereignspec.policy.pin import Pin, read_pin
 from sovereignspec.policy.request import AdmissionRequest, Policies
 from sovereignspec.policy.schedule import batch_ranges, merge_schedule, range_index, speculative_config
 from sovereignspec.policy.sovereignty import (
     PolicyConflict,
     TenantRules,
+    affinity_allows,
     is_system_namespace,
     rules_for_namespace,
     rules_or_strict,
@@ -214,7 +222,8 @@ class _Ctx:
             hit = (policies.sovereignty, {}, {})
             self.idx.memo[key] = hit
         self._ns_rules: dict[str, TenantRules] = hit[1]
-        self._slo_ms: dict[tuple[str, str | None, float], float] = hit[2]
+        self.system_namespaces = frozenset(self.policy.system_namespaces)
+        self._slo_ms: dict[tuple[str, str | None, float, float], float] = hit[2]
 
     def ns_rules(self, namespace: str) -> TenantRules:
         r = self._ns_rules.get(namespace)
@@ -225,21 +234,24 @@ class _Ctx:
 
     def slo_ms(self, namespace: str, raw: str | None, default_ms: float) -> float:
         """A neighbour's SLO claim clamped by its tenant's rules (memoised like the rules)."""
-        key = (namespace, raw, default_ms)
+        floor = self.policy.min_tpot_slo_ms
+        key = (namespace, raw, default_ms, floor)
         hit = self._slo_ms.get(key)
         if hit is None:
-            hit = self._slo_ms[key] = parse_slo_ms(raw, default_ms, self.ns_rules(namespace))[0]
+            hit = self._slo_ms[key] = parse_slo_ms(raw, default_ms, self.ns_rules(namespace), floor)[0]
         return hit
 
     def pod_occupants(self, node: str) -> frozenset[str]:
-        """Namespaces of the node's non-infrastructure active pods (memoised on the base index)."""
-        key = ("pod-occupants", node)
+        """Namespaces of the node's active pods, DaemonSet pods included, but for the system namespaces
+        the policy lists (memoised on the base index per list)."""
+        exempt = self.system_namespaces
+        key = ("pod-occupants", node, exempt)
         pods = self.idx.memo.get(key)
         if not isinstance(pods, frozenset):
             pods = frozenset(
                 p.namespace
                 for p in self.idx.pods_by_node.get(node, ())
-                if not p.daemonset and not is_system_namespace(p.namespace, self.idx.ns_labels)
+                if not is_system_namespace(p.namespace, self.idx.ns_labels, exempt)
             )
             self.idx.memo[key] = pods
         return pods
@@ -249,7 +261,7 @@ class _Ctx:
 
         Request-independent, so memoised on the snapshot (the pods' part also on its base index); the
         request's own reservation is in its own namespace, hence its own tenant, which isolation skips."""
-        key = ("occupants", node)
+        key = ("occupants", node, self.system_namespaces)
         hit = self.idx.rmemo.get(key)
         if isinstance(hit, frozenset):
             return hit
@@ -354,6 +366,7 @@ def _static_filter(
     tolerations: Sequence[Toleration],
     need: int,
     flavor_labels: Mapping[str, str],
+    affinities: Affinities = (),
 ) -> _StaticFilter:
     """Memoised on the index while its node list is the same object (a node change replaces it): the
     per-node label and taint checks were most of a decision over 500 nodes, and they only depend on
@@ -369,6 +382,7 @@ def _static_filter(
         tuple(tolerations),
         need,
         tuple(sorted(flavor_labels.items())),
+        affinities,
     )
     hit = idx.memo.get(key)
     nodes = idx.node_list
@@ -381,6 +395,8 @@ def _static_filter(
             return "jurisdiction or policy labels"
         if template_selector is None or not _labels_match(labels, template_selector):
             return "template nodeSelector"
+        if not all(affinity_allows(node, terms) for terms in affinities):
+            return "template nodeAffinity"
         if not taints_tolerated(node, tolerations):
             return "untolerated taints"
         if node.gpu_allocatable < need:
@@ -444,6 +460,14 @@ def _patch_static(
         why[i] = w
     same_rows = why is old.why or [w is None for w in why] == [w is None for w in old.why]
     return _static_result(nodes, why, excluded, old.space if same_rows else object())
+
+
+Affinities = tuple[tuple[NodeSelectorTerm, ...], ...]
+"""Each pod set's required node affinity terms (pod sets without one left out): all go to one node."""
+
+
+def _affinities(pod_sets: Sequence[PodSetInfo]) -> Affinities:
+    return tuple(ps.node_affinity for ps in pod_sets if ps.node_affinity is not None)
 
 
 def _pinned_node_selector(pod_sets: Sequence[PodSetInfo]) -> dict[str, str] | None:
@@ -530,6 +554,10 @@ def decide(
     claims_src = next((ps for ps in gpu_sets if any(k.startswith(PREFIX) for k in ps.annotations)), None)
     claims = read_claims(claims_src.annotations if claims_src else {}, policy, rules)
     notes: list[Reason] = list(claims.notes)
+    pins = {ps.name: pin for ps in gpu_sets if (pin := read_pin(ps, policy)) is not None}
+    refused = next((p.refused for p in pins.values() if p.refused is not None), None)
+    if refused is not None:  # the pods would run a config the policy does not allow: deactivate
+        return finish("Rejected", refused.type, refused.message, tenant=tenant)
 
     # -- flavor constraints (I4)
     flavors = {f.name: f for f in snapshot.flavors}
@@ -557,6 +585,7 @@ def decide(
         flavor_labels_by_set[a.name] = per_set
 
     template_selector = _pinned_node_selector(pod_sets)
+    affinities = _affinities(pod_sets)
     tolerations = [*flavor_tolerations, *rules.tolerations]
     for ps in pod_sets:
         tolerations.extend(ps.tolerations)
@@ -565,7 +594,7 @@ def decide(
 
     # -- node filter (I1-I4 static, then capacity and isolation)
     if tas_set is None:
-        static = _static_filter(ctx, template_selector, tolerations, need, flavor_labels)
+        static = _static_filter(ctx, template_selector, tolerations, need, flavor_labels, affinities)
         excluded, static_possible = dict(static.excluded), static.possible
         rows = _rows(ctx, static.passed, static.space)
         free = rows.base_free.copy()
@@ -598,6 +627,8 @@ def decide(
                 why = "jurisdiction or policy labels"
             elif template_selector is None or not _labels_match(labels, template_selector):
                 why = "template nodeSelector"
+            elif not all(affinity_allows(node, terms) for terms in affinities):
+                why = "template nodeAffinity"
             elif not taints_tolerated(node, tolerations):
                 why = "untolerated taints"
             else:
@@ -646,11 +677,8 @@ def decide(
     # -- speculation eligibility (global)
     off: Reason | None = None
     tstate = telemetry_state(tel, now, policy.telemetry.staleness_seconds)
-    pinned = [
-        ps.name
-        for ps in gpu_sets
-        if LABEL_SPECULATIVE in ps.labels or ANNOTATION_SPECULATIVE_CONFIG in ps.annotations
-    ]
+    pinned = sorted(pins)
+    pin = max(pins.values(), key=lambda p: p.k, default=None)  # the record names the largest pinned k
     prior = policy.priors.get(claims.method or "") or DEFAULT_PRIORS.get(claims.method or "")
     estimate: AcceptanceEstimate | None = None
     if prior is not None and claims.method is not None:
@@ -662,11 +690,12 @@ def decide(
         )
     if not gpu_sets:
         off = Reason(type="NoGpuRequest", message="no pod set requests nvidia.com/gpu")
-    elif pinned:
+    elif pin is not None:
         off = Reason(
             type="TemplatePinsSpeculation",
             message=f"pod set(s) {', '.join(pinned)} set {LABEL_SPECULATIVE} or "
-            f"{ANNOTATION_SPECULATIVE_CONFIG} in the template; the template's choice stands",
+            f"{ANNOTATION_SPECULATIVE_CONFIG} in the template; the template's choice stands "
+            f"({pin.describe()})",
         )
     elif claims.malformed:
         off = claims.malformed[0]
@@ -814,11 +843,18 @@ def decide(
     num = max(k_row)
     enabled = num > 0 and off is None
     config = speculative_config(claims.method or "", claims.draft_model, schedule) if enabled else ""
+    method, draft_model = claims.method, claims.draft_model
+    if pin is not None:  # recorded as the pods will run it, with its own k (at most kMax: read_pin)
+        num, enabled, config = pin.k, pin.k > 0, pin.config
+        schedule = pin.schedule or [[1, policy.max_batch, pin.k]]
+        method, draft_model = pin.method, pin.draft_model
     _, sigma_e, _ = outcome(chosen_c)
     if sigma_e is None:
         sigma_e = _plain_slack(ctx, chosen, book, claims, gpu_info(int(canon[chosen_c])))
-    if enabled and evaluation is not None:
-        predicted: float | None = float(min(evaluation.speedup_expected[at[c]] for c in placed))
+    if pin is not None:
+        predicted: float | None = None if enabled else 1.0  # the template's config: not predicted
+    elif enabled and evaluation is not None:
+        predicted = float(min(evaluation.speedup_expected[at[c]] for c in placed))
     else:
         predicted = 1.0
 
@@ -849,14 +885,14 @@ def decide(
 
     speculative = Speculative(
         enabled=enabled,
-        method=claims.method,
-        draft_model=claims.draft_model,
+        method=method,
+        draft_model=draft_model,
         num_speculative_tokens=num if enabled else 0,
         schedule=schedule if enabled else [[1, policy.max_batch, 0]],
         config=config,
     )
     updates, conflicts = _pod_set_updates(
-        wl, rules, chosen, enabled, config, tas is not None, flavor_labels_by_set
+        wl, rules, chosen, enabled, config, tas is not None, flavor_labels_by_set, pins
     )
     reasons.extend(conflicts)
     if off is not None:
@@ -865,7 +901,7 @@ def decide(
         if (why_off := node_off(c)) is not None and not enabled:
             reasons.append(why_off)
     acceptance = AcceptanceSummary()
-    if estimate is not None:
+    if estimate is not None and (pin is None or pin.method == claims.method):  # the estimate's method
         el = estimate.expected_lengths
         acceptance = AcceptanceSummary(
             source=estimate.source,
@@ -873,7 +909,7 @@ def decide(
             quantile=policy.alpha_quantile,
             drafts=estimate.drafts,
             per_position=[round(float(x), 6) for x in estimate.p],
-            expected_length=round(float(el[num if enabled else 0]), 6),
+            expected_length=round(float(el[min(num if enabled else 0, len(el) - 1)]), 6),
         )
     cands = []
     for c in order[:10]:
@@ -902,7 +938,10 @@ def decide(
         expected_batch=claims.expected_batch,
         placement=None if policy.placement == "RelativeSpeedup" else policy.placement,
     )
-    if enabled:
+    if pin is not None and off is not None:
+        reason = off.type
+        message = f"node {chosen.name}: speculation pinned by the template ({pin.describe()})"
+    elif enabled:
         reason = "SpeculationOn"
         message = (
             f"node {chosen.name}: speculation on ({claims.method}, k≤{num}), predicted S_real "
@@ -1109,7 +1148,8 @@ def _pod_isolation(ctx: _Ctx, rows: _Rows) -> BoolArray:
         return new
 
     sov = ctx.policies.sovereignty
-    return _on_rows(ctx, rows, ("isolation", ctx.wl.namespace, id(sov)), (sov,), build, patch)
+    key = ("isolation", ctx.wl.namespace, id(sov), ctx.system_namespaces)
+    return _on_rows(ctx, rows, key, (sov,), build, patch)
 
 
 def _gpu_rows(ctx: _Ctx, rows: _Rows) -> _GpuRows:
@@ -1416,6 +1456,7 @@ def _neighbours_uncached(
     )
     pod_by_key, engine_by_pod = ctx.idx.pod_by_key, ctx.idx.engine_by_pod
     default_slo, unknown_sigma = policy.default_tpot_slo_ms, policy.unknown_neighbour_slack
+    unknown_margin = policy.unknown_neighbour_margin
     for key, u_tot in sorted(seen.items()):
         pod = pod_by_key.get(key)
         ann = pod.annotations if pod is not None else {}
@@ -1426,7 +1467,7 @@ def _neighbours_uncached(
         if engine is not None and engine.tpot_seconds is not None:
             margin = ctx.slo_ms(ns, raw_slo, default_slo) / 1000.0 / engine.tpot_seconds - 1.0
         elif engine is not None or raw_slo is not None:
-            margin = 0.0
+            margin = unknown_margin  # SLO-bound, TPOT not measured: the policy's assumption
         else:
             margin = None
         sigma = unknown_sigma
@@ -1485,8 +1526,10 @@ def _pod_set_updates(
     config: str,
     tas: bool,
     flavor_labels_by_set: Mapping[str, Mapping[str, str]],
+    pins: Mapping[str, Pin] | None = None,
 ) -> tuple[list[PodSetUpdate], list[Reason]]:
-    """Additive updates only: a key the template (or flavor) already sets to another value is dropped."""
+    """Additive updates only: a key the template (or flavor) already sets to another value is dropped.
+    A pod set whose template pins its speculation gets the label and config of its own pin."""
     conflicts: list[Reason] = []
     selector: dict[str, str] = {}
     for key in sorted(rules.jurisdictions):
@@ -1497,10 +1540,15 @@ def _pod_set_updates(
     out = []
     for ps in wl.pod_sets:
         gpu = ps.gpus_per_pod > 0
-        labels = {LABEL_SPECULATIVE: "on" if enabled else "off"} if gpu else {}
+        own = (pins or {}).get(ps.name)
+        on, cfg = (own.k > 0, own.config) if own is not None else (enabled, config)
+        labels = {LABEL_SPECULATIVE: "on" if on else "off"} if gpu else {}
         annotations = {ANNOTATION_DECISION: wl.name}
         if gpu:
-            annotations[ANNOTATION_SPECULATIVE_CONFIG] = config
+            annotations[ANNOTATION_SPECULATIVE_CONFIG] = cfg
+        if own is not None:  # what the template pins stays the template's: only what it lacks is added
+            labels = {k: v for k, v in labels.items() if ps.labels.get(k) != v}
+            annotations = {k: v for k, v in annotations.items() if ps.annotations.get(k) != v}
 
         def additive(
             kind: str, want: dict[str, str], have: Mapping[str, str], ps_name: str = ps.name
@@ -1511,7 +1559,7 @@ def _pod_set_updates(
                     conflicts.append(
                         Reason(
                             type="TemplateConflict",
-                            message=f"pod set {ps_name}: {kind} {k}={have[k]!r} in the template; "
+                            message=f"pod set {ps_name}: {kind} {k}={shown(have[k])} in the template; "
                             "not overriding",
                         )
                     )

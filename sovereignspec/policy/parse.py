@@ -50,6 +50,7 @@ from sovereignspec.model.cluster import (
 from sovereignspec.model.telemetry import TelemetrySnapshot
 from sovereignspec.model.workload import (
     CheckEntry,
+    NodeSelectorTerm,
     PodSetAssignment,
     PodSetInfo,
     TopologyDomain,
@@ -286,6 +287,18 @@ def _topology(raw: Mapping[str, Any], where: str) -> tuple[list[str], list[Topol
     return levels, domains
 
 
+def _required_node_affinity(tspec: Mapping[str, Any], where: str) -> tuple[NodeSelectorTerm, ...] | None:
+    """The template's required node affinity terms, None when it has none."""
+    affinity = _map(tspec.get("affinity"), "template.spec.affinity", where)
+    node = _map(affinity.get("nodeAffinity"), "affinity.nodeAffinity", where)
+    raw = node.get("requiredDuringSchedulingIgnoredDuringExecution")
+    if raw is None:
+        return None
+    what = "nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    terms = _list(_map(raw, what, where).get("nodeSelectorTerms"), f"{what}.nodeSelectorTerms", where)
+    return tuple(_validate(NodeSelectorTerm, t, f"{where}: {what}.nodeSelectorTerms[]") for t in terms)
+
+
 def _condition_true(conditions: list[Any], kind: str) -> bool:
     return any(
         isinstance(c, Mapping) and c.get("type") == kind and c.get("status") == "True" for c in conditions
@@ -319,6 +332,7 @@ def parse_workload(obj: Mapping[str, Any]) -> WorkloadInfo:
                 labels=_str_map(tmeta.get("labels"), "template.metadata.labels", pw),
                 node_selector=_str_map(tspec.get("nodeSelector"), "template.spec.nodeSelector", pw),
                 tolerations=_tolerations(tspec.get("tolerations"), "template.spec.tolerations", pw),
+                node_affinity=_required_node_affinity(tspec, pw),
             )
         )
     if not pod_sets:

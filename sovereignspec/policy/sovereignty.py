@@ -9,21 +9,25 @@ Choices where DESIGN.md is silent:
   policy makes the tenant isolated and its trusted set is the intersection of the trusted sets of
   all Node policies; nodeSelectors merge (same key, different value = conflict); tolerations add up;
   limits take the strictest (max minTpotSloMs, intersection of classes).
-- Pods that are infrastructure do not occupy a node for isolation: DaemonSet pods, and pods in
-  kube-system, kube-public, kube-node-lease or a namespace labelled `sovereignspec.io/system=true`.
+- Every active pod of another tenant occupies its node for isolation, DaemonSet pods included (a tenant
+  can run a GPU DaemonSet in its own namespace). Only the system namespaces an administrator lists are
+  exempt: the SpeculationPolicy's `systemNamespaces` (default kube-system, kube-public,
+  kube-node-lease) and namespaces labelled `sovereignspec.io/system=true`.
 - Another tenant whose own policies contradict is treated as isolated and trusting nobody.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sovereignspec.api.meta import LABEL_SYSTEM_NAMESPACE, LABEL_TENANT, Toleration
 from sovereignspec.api.sovereignty_policy import SovereigntyPolicy
 from sovereignspec.model.cluster import NodeInfo, Taint
+from sovereignspec.model.workload import NodeSelectorRequirement, NodeSelectorTerm
 
 SYSTEM_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease"})
+"""The default of SpeculationPolicy `systemNamespaces`."""
 
 
 class PolicyConflict(ValueError):
@@ -50,10 +54,14 @@ class TenantRules:
         return all(labels.get(k) == v for k, v in self.node_selector.items())
 
 
-def is_system_namespace(namespace: str, ns_labels: Mapping[str, Mapping[str, str]]) -> bool:
-    return (
-        namespace in SYSTEM_NAMESPACES or ns_labels.get(namespace, {}).get(LABEL_SYSTEM_NAMESPACE) == "true"
-    )
+def is_system_namespace(
+    namespace: str,
+    ns_labels: Mapping[str, Mapping[str, str]],
+    listed: Collection[str] = SYSTEM_NAMESPACES,
+) -> bool:
+    """A namespace an administrator exempts from isolation: listed in the policy, or labelled
+    `sovereignspec.io/system=true` (only administrators set namespace labels)."""
+    return namespace in listed or ns_labels.get(namespace, {}).get(LABEL_SYSTEM_NAMESPACE) == "true"
 
 
 def tenant_of(namespace: str, ns_labels: Mapping[str, Mapping[str, str]]) -> str:
@@ -166,3 +174,38 @@ def taints_tolerated(node: NodeInfo, tolerations: Sequence[Toleration]) -> bool:
     return all(
         tolerates(tolerations, taint) for taint in node.taints if taint.effect in ("NoSchedule", "NoExecute")
     )
+
+
+def _requirement_holds(req: NodeSelectorRequirement, value: str | None) -> bool:
+    values = req.values or ()
+    op = req.operator
+    if op == "In":
+        return value is not None and value in values
+    if op == "NotIn":
+        return value is None or value not in values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if value is None or len(values) != 1:  # Gt, Lt: one integer value
+        return False
+    try:
+        have, bound = int(value), int(values[0])
+    except ValueError:
+        return False
+    return have > bound if op == "Gt" else have < bound
+
+
+def affinity_allows(node: NodeInfo, terms: Sequence[NodeSelectorTerm]) -> bool:
+    """A pod's required node affinity (terms ORed, requirements ANDed) admits `node`, as the scheduler
+    reads it: an empty term matches nothing; matchFields know only metadata.name."""
+    for term in terms:
+        exprs, fields = term.match_expressions or (), term.match_fields or ()
+        if not exprs and not fields:
+            continue
+        if all(_requirement_holds(r, node.labels.get(r.key)) for r in exprs) and all(
+            r.key == "metadata.name" and r.operator in ("In", "NotIn") and _requirement_holds(r, node.name)
+            for r in fields
+        ):
+            return True
+    return False

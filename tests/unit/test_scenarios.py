@@ -51,7 +51,11 @@ def test_scenario_outcome(path: Path) -> None:
                 assert tmpl["spec"].get("nodeSelector", {}).get(key, value) == value
             assert update["nodeSelector"]["kubernetes.io/hostname"] == out["node"]
             assert update["annotations"]["sovereignspec.io/decision"] == data["workload"]["metadata"]["name"]
-        if spec["enabled"]:
+        if spec["enabled"] and out["reason"] == "TemplatePinsSpeculation":  # recorded as the template pins it
+            pinned = data["workload"]["spec"]["podSets"][0]["template"]["metadata"]["annotations"]
+            assert spec["config"] == pinned["sovereignspec.io/speculative-config"]
+            assert json.loads(spec["config"])["num_speculative_tokens"] == spec["numSpeculativeTokens"]
+        elif spec["enabled"]:
             cfg = json.loads(spec["config"])
             assert cfg["num_speculative_tokens"] == spec["numSpeculativeTokens"]
             assert cfg["num_speculative_tokens_per_batch_size"] == spec["schedule"]
@@ -74,7 +78,8 @@ def test_flavor_template_conflict_leaves_out_the_pinned_label() -> None:
     update = out["podSetUpdates"][0]
     assert "sovereignspec.io/speculative" not in update.get("labels", {})
     assert "sovereignspec.io/speculative-config" not in update.get("annotations", {})
-    assert "TemplateConflict" in {r["type"] for r in out["reasons"]}
+    assert "TemplateConflict" not in {r["type"] for r in out["reasons"]}  # nothing contradicts the pin
+    assert out["speculative"]["numSpeculativeTokens"] == 3  # recorded with the template's own k
     assert out["podSetUpdates"][0]["nodeSelector"]["sovereignspec.io/jurisdiction"] == "KR"
 
 
