@@ -2,8 +2,27 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict
 from pydantic.alias_generators import to_camel
+
+CUT = "…"
+
+
+def bounded(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` characters (code points, as the API server counts maxLength), the cut
+    marked with an ellipsis."""
+    return text if len(text) <= limit else text[: limit - len(CUT)] + CUT
+
+
+def cut_to(limit: int) -> BeforeValidator:
+    """A before-validator that cuts a string to `limit` characters: use it with `Field(max_length=limit)`
+    so that no text a tenant controls can make a record fail to validate, and the CRD publishes the
+    same maxLength, e.g. `Annotated[str, cut_to(1024), Field(max_length=1024)]`."""
+
+    def cut(value: object) -> object:
+        return bounded(value, limit) if isinstance(value, str) else value
+
+    return BeforeValidator(cut)
 
 
 class Model(BaseModel):

@@ -11,21 +11,33 @@ A decision in state Ready whose pods are not yet bound counts as a reservation o
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field
 
-from sovereignspec.api.base import Model
+from sovereignspec.api.base import Model, cut_to
 from sovereignspec.api.meta import ObjectMeta, Toleration
 
 CheckState = Literal["Pending", "Ready", "Retry", "Rejected"]
+
+MESSAGE_CHARS = 32768
+"""Kueue's maxLength for an admission-check message; our decision and condition messages use it too."""
+REASON_MESSAGE_CHARS = 4096
+MODEL_CHARS = 1024
+CONFIG_CHARS = 16384
+
+Message = Annotated[str, cut_to(MESSAGE_CHARS), Field(max_length=MESSAGE_CHARS)]
+ReasonMessage = Annotated[str, cut_to(REASON_MESSAGE_CHARS), Field(max_length=REASON_MESSAGE_CHARS)]
+ModelName = Annotated[str, cut_to(MODEL_CHARS), Field(max_length=MODEL_CHARS)]
+ShortText = Annotated[str, cut_to(1024), Field(max_length=1024)]
+ConfigText = Annotated[str, cut_to(CONFIG_CHARS), Field(max_length=CONFIG_CHARS)]
 
 
 class Reason(Model):
     """One reason behind the decision: CamelCase type, human message."""
 
-    type: str
-    message: str
+    type: ShortText
+    message: ReasonMessage
 
 
 class NeighbourImpact(Model):
@@ -63,11 +75,11 @@ class Speculative(Model):
     )
 
     enabled: bool = False
-    method: str | None = None
-    draft_model: str | None = None
+    method: ModelName | None = None
+    draft_model: ModelName | None = None
     num_speculative_tokens: int = Field(default=0, ge=0)
     schedule: list[list[int]] = Field(default=[], max_length=64)
-    config: str = ""
+    config: ConfigText = ""
 
 
 class Condition(Model):
@@ -76,7 +88,7 @@ class Condition(Model):
     type: str = Field(min_length=1, max_length=316)
     status: Literal["True", "False", "Unknown"]
     reason: str = Field(min_length=1, max_length=1024)
-    message: str = Field(default="", max_length=32768)
+    message: Message = ""
     last_transition_time: datetime | None = None
     observed_generation: int | None = None
 
@@ -85,9 +97,9 @@ class DecisionInputs(Model):
     """The workload's claims as the decision read them (after clamping by the tenant's policy)."""
 
     workload_class: Literal["interactive", "batch"] | None = None
-    target_model: str | None = None
-    draft_model: str | None = None
-    method: str | None = None
+    target_model: ModelName | None = None
+    draft_model: ModelName | None = None
+    method: ModelName | None = None
     tpot_slo_ms: float | None = None
     expected_batch: int | None = None
     placement: Literal["RelativeSpeedup", "Throughput"] | None = Field(
@@ -142,8 +154,8 @@ class SpeculationDecisionStatus(Model):
     )
 
     state: CheckState = "Pending"
-    reason: str = ""
-    message: str = ""
+    reason: ShortText = ""
+    message: Message = ""
     mode: Literal["on", "off"] = "off"
     node: str | None = None
     tenant: str | None = None

@@ -6,16 +6,58 @@ controllers; a merge patch would replace the whole list, so we only ever apply o
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any, cast
+from urllib.parse import quote
 
 from kubernetes import client
 
 APPLY = "application/apply-patch+yaml"
+
 KUEUE_GROUP = "kueue.x-k8s.io"
 KUEUE_VERSION = "v1beta2"
 SS_GROUP = "sovereignspec.io"
 SS_VERSION = "v1alpha1"
+
+
+def apply_body(body: Mapping[str, Any]) -> bytes:
+    """The apply request body: JSON (valid YAML), UTF-8 encoded as is.
+
+    Not the client's own `json.dumps(body)`: its ASCII escapes write a character beyond the BMP (an
+    emoji in a model name) as a UTF-16 surrogate pair, `\\ud83d\\ude00`; valid JSON, but this body is read
+    as YAML, and YAML's `\\u` escapes name code points, so the API server refused every such apply with
+    400 Bad Request ("found invalid Unicode character escape code"). Raw UTF-8 has no escapes to
+    misread; bytes go out untouched (a `str` body would be encoded as Latin-1 by http.client)."""
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    return text.encode("utf-8", errors="replace")  # a lone surrogate (never from the API) becomes "?"
+
+
+def server_side_apply(
+    api: client.ApiClient, path: str, body: Mapping[str, Any], field_manager: str
+) -> dict[str, Any]:
+    """One forced server-side apply (PATCH `path`, application/apply-patch+yaml) with `apply_body`.
+
+    Sent through the client's own request path (its host, auth, TLS, retries), not through the
+    generated `patch_*` methods: those validate `body` as a dict and serialise it with ASCII escapes."""
+    query = [("fieldManager", field_manager), ("force", "true")]
+    method, url, headers, _, _ = api.param_serialize(
+        method="PATCH",
+        resource_path=path,
+        query_params=query,
+        header_params={"Content-Type": APPLY, "Accept": "application/json"},
+        auth_settings=["BearerToken"],
+    )
+    response = api.call_api(method, url, header_params=headers, body=apply_body(body))
+    response.read()  # type: ignore[no-untyped-call]
+    data = api.response_deserialize(response, {"200": "object", "201": "object"}).data
+    return cast(dict[str, Any], data)
+
+
+def custom_object_path(api_version: str, plural: str, name: str, namespace: str | None = None) -> str:
+    group, version = api_version.split("/")
+    where = f"/namespaces/{quote(namespace, safe='')}" if namespace else ""
+    return f"/apis/{group}/{version}{where}/{plural}/{quote(name, safe='')}"
 
 
 def _apply_status(
@@ -23,17 +65,9 @@ def _apply_status(
 ) -> dict[str, Any]:
     """Forced server-side apply of `body` on the `/status` of a custom object: namespaced when the
     body's metadata names a namespace; group and version come from its apiVersion."""
-    group, version = str(body["apiVersion"]).split("/")
-    meta, payload = body["metadata"], dict(body)
-    co = client.CustomObjectsApi(api)
-    opts: dict[str, Any] = {"field_manager": field_manager, "force": True, "_content_type": APPLY}
-    if meta.get("namespace"):
-        result = co.patch_namespaced_custom_object_status(
-            group, version, meta["namespace"], plural, meta["name"], payload, **opts
-        )
-    else:
-        result = co.patch_cluster_custom_object_status(group, version, plural, meta["name"], payload, **opts)
-    return cast(dict[str, Any], result)
+    meta = body["metadata"]
+    path = custom_object_path(str(body["apiVersion"]), plural, meta["name"], meta.get("namespace"))
+    return server_side_apply(api, f"{path}/status", body, field_manager)
 
 
 def apply_workload_check(
@@ -80,18 +114,9 @@ def apply_decision(api: client.ApiClient, *, obj: Mapping[str, Any], field_manag
     """Create or update a SpeculationDecision, metadata, spec and status, in one forced server-side
     apply (no status subresource: status is applied with the rest of the object)."""
     meta = obj["metadata"]
-    result = client.CustomObjectsApi(api).patch_namespaced_custom_object(
-        SS_GROUP,
-        SS_VERSION,
-        meta["namespace"],
-        "speculationdecisions",
-        meta["name"],
-        dict(obj),
-        field_manager=field_manager,
-        force=True,
-        _content_type=APPLY,
-    )
-    return cast(dict[str, Any], result)
+    api_version = f"{SS_GROUP}/{SS_VERSION}"
+    path = custom_object_path(api_version, "speculationdecisions", meta["name"], meta["namespace"])
+    return server_side_apply(api, path, obj, field_manager)
 
 
 def apply_decision_conditions(

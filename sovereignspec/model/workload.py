@@ -9,7 +9,7 @@ from pydantic import ConfigDict
 
 from sovereignspec.api.base import Model
 from sovereignspec.api.meta import Toleration
-from sovereignspec.api.speculation_decision import CheckState, PodSetUpdate
+from sovereignspec.api.speculation_decision import CheckState, Message, PodSetUpdate
 
 
 class NodeSelectorRequirement(Model):
@@ -69,7 +69,7 @@ class CheckEntry(Model):
 
     name: str
     state: CheckState
-    message: str = ""
+    message: Message = ""
     last_transition_time: datetime | None = None
     pod_set_updates: list[PodSetUpdate] = []
     requeue_after_seconds: int | None = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import json
 import logging
 import math
 import time
@@ -21,9 +22,11 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
 import kopf
+import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from sovereignspec.api.base import bounded
 from sovereignspec.api.speculation_decision import SpeculationDecision
 from sovereignspec.api.speculation_policy import SpeculationPolicy
 from sovereignspec.kube.ssa import (
@@ -62,7 +65,7 @@ from sovereignspec.operator.reservations import ReservationTable, reservation_of
 from sovereignspec.operator.settings import OperatorSettings
 from sovereignspec.policy.admission_check import entry_wire, set_admission_check_state
 from sovereignspec.policy.decide import decide
-from sovereignspec.policy.decision import Decision, check_entry, speculation_decision_object
+from sovereignspec.policy.decision import Decision, check_entry, failed, speculation_decision_object
 from sovereignspec.policy.parse import ParseError
 from sovereignspec.policy.request import RequestError, request_for
 from sovereignspec.telemetry.annotations import DraftIdentity
@@ -267,6 +270,10 @@ class Controller:
             except (RequestError, ParseError, ValueError) as exc:
                 log.debug("drift of %s/%s not evaluated: %s", ns, name, exc)
                 continue
+            except Exception:
+                DECISION_ERRORS.labels(stage="drift").inc()
+                log.warning("drift of %s/%s not evaluated", ns, name, exc_info=True)
+                continue
             if result is None:
                 continue
             log.debug("drift of %s/%s: %s", ns, name, result.message)
@@ -304,9 +311,11 @@ class Controller:
                         reason="SpeculationDrifted",
                         message=retry["message"][:1024],
                     )
-            except ApiException as exc:
+            except Exception as exc:  # one decision's trouble never ends the sweep for the others
                 DECISION_ERRORS.labels(stage="drift").inc()
-                log.warning("drift write for %s/%s failed: %s", ns, name, exc.reason, extra=api_error(exc))
+                log.warning(
+                    "drift write for %s/%s failed: %s", ns, name, _describe(exc), extra=api_error(exc)
+                )
                 continue
             DRIFT_CHECKS.labels(outcome=outcome).inc()
         DRIFT_GAUGE.set(drifted)
@@ -444,70 +453,99 @@ class Controller:
     ) -> None:
         async with self.lock:
             now = _utcnow()
-            # Views are taken under the lock: every earlier decision is in the indexes or in _inflight.
-            snap = self.snapshot(views_fn(), exclude=(wl.namespace, wl.name))
+            retry_after = 60
             try:
-                req, policies = request_for(wl, snap, self.settings.controller_name)
-            except RequestError as exc:
-                DECISION_ERRORS.labels(stage="request").inc()
-                log.warning("cannot decide %s/%s: %s", wl.namespace, wl.name, exc)
-                return
-            if policies.speculation_name:
-                self.set_telemetry_spec(
-                    next(
-                        (
-                            p
-                            for p in snap.speculation_policies
-                            if p.metadata.name == policies.speculation_name
-                        ),
-                        None,
+                # Views are taken under the lock: every earlier decision is in the indexes or _inflight.
+                snap = self.snapshot(views_fn(), exclude=(wl.namespace, wl.name))
+                try:
+                    req, policies = request_for(wl, snap, self.settings.controller_name)
+                except RequestError as exc:  # our AdmissionCheck or its policy: not this workload's doing
+                    DECISION_ERRORS.labels(stage="request").inc()
+                    log.warning("cannot decide %s/%s: %s", wl.namespace, wl.name, exc)
+                    return
+                if policies.speculation_name:
+                    self.set_telemetry_spec(
+                        next(
+                            (
+                                p
+                                for p in snap.speculation_policies
+                                if p.metadata.name == policies.speculation_name
+                            ),
+                            None,
+                        )
                     )
-                )
-            decision = decide(req, snap, policies, now)
+                retry_after = policies.speculation.retry_after_seconds
+                decision = decide(req, snap, policies, now)
+            except Exception as exc:  # a bug or an input nobody foresaw: answer this workload, go on
+                DECISION_ERRORS.labels(stage="decide").inc()
+                log.warning("cannot decide %s/%s", wl.namespace, wl.name, exc_info=True)
+                decision = failed(
+                    wl.namespace, wl.name, key.partition("/")[2] or key, now, "DecisionError",
+                    f"SovereignSpec could not decide this workload ({_describe(exc)}); retrying in "
+                    f"{retry_after}s", requeue_after_seconds=retry_after,
+                )  # fmt: skip
             if decision.state == "Pending":
                 return
             if decision.state == "Ready" and decision.node and wl.uid:
                 self._inflight[wl.uid] = Reservation(
                     namespace=wl.namespace, name=wl.name, node=decision.node, gpus=decision.gpus
                 )
-        await self._write(wl, body, decision, now, key, marker)
+        await self._write(wl, body, decision, now, key, marker, retry_after)
 
     async def _write(
-        self, wl: WorkloadInfo, body: Mapping[str, Any], d: Decision, now: datetime, key: str, marker: str
+        self,
+        wl: WorkloadInfo,
+        body: Mapping[str, Any],
+        d: Decision,
+        now: datetime,
+        key: str,
+        marker: str,
+        retry_after: int = 60,
     ) -> None:
+        """Record the decision, then answer the check. Whatever fails, the in-flight reservation is
+        released; a record or answer the API server refuses (400, 422: it would be refused again) is
+        replaced by a `Retry` that says why, so the workload is answered and its quota released."""
         assert d.admission_check is not None
-        previous = wl.check(d.admission_check)
-        entry = entry_wire(set_admission_check_state(previous, check_entry(d), now))
         try:
-            await self._api_call(
-                apply_decision,
-                self.api,
-                obj=speculation_decision_object(d, wl.uid),
-                field_manager=self.settings.field_manager,
-            )
+            previous = wl.check(d.admission_check)
+            entry = entry_wire(set_admission_check_state(previous, check_entry(d), now))
+            record = speculation_decision_object(d, wl.uid)
+            manager = self.settings.field_manager
+            await self._api_call(apply_decision, self.api, obj=record, field_manager=manager)
             await self._apply_entry(wl, entry, _resource_version(body))
-        except ApiException as exc:
+        except Exception as exc:
             DECISION_ERRORS.labels(stage="write").inc()
             if wl.uid:
                 self._inflight.pop(wl.uid, None)
-            if exc.status in (404, 409):
+            status = exc.status if isinstance(exc, ApiException) else None
+            if status in (404, 409):
                 log.info(
                     "workload %s/%s changed under us (%s); waiting for the next event",
                     wl.namespace,
                     wl.name,
-                    exc.reason,
+                    getattr(exc, "reason", exc),
                     extra=api_error(exc),
                 )
                 return
+            transient = (ApiException, OSError, TimeoutError, urllib3.exceptions.HTTPError)
+            refused = status in (400, 422) or not isinstance(exc, transient)
+            if not refused or d.reason in _FALLBACKS:
+                log.warning(
+                    "decision write for %s/%s failed: %s", wl.namespace, wl.name, _describe(exc),
+                    extra=api_error(exc),
+                )  # fmt: skip
+                raise kopf.TemporaryError(f"write failed: {_describe(exc)}", delay=2) from exc
             log.warning(
-                "decision write for %s/%s failed: %s %s",
-                wl.namespace,
-                wl.name,
-                exc.status,
-                exc.reason,
+                "decision for %s/%s not recorded: %s", wl.namespace, wl.name, _describe(exc),
                 extra=api_error(exc),
-            )
-            raise kopf.TemporaryError(f"write failed: {exc.status} {exc.reason}", delay=2) from exc
+            )  # fmt: skip
+            fallback = failed(
+                wl.namespace, wl.name, d.admission_check, now, "RecordRefused",
+                f"SovereignSpec decided {d.state} ({d.reason}) but could not record it: {_describe(exc)}; "
+                f"retrying in {retry_after}s", requeue_after_seconds=retry_after,
+            )  # fmt: skip
+            await self._write(wl, body, fallback, now, key, marker, retry_after)
+            return
         self._answered[key] = marker
         started = self._pending_seen.pop(key, None)
         duration = time.monotonic() - started if started is not None else math.nan
@@ -636,6 +674,21 @@ def parse_workload_safe(body: Mapping[str, Any]) -> WorkloadInfo:
         raise
     except (ValueError, TypeError, KeyError) as exc:  # pydantic ValidationError is a ValueError
         raise ParseError(str(exc)) from exc
+
+
+_FALLBACKS = frozenset({"RecordRefused"})
+"""Reasons of the answers written in place of a refused one (never replaced again: no loop)."""
+
+
+def _describe(exc: BaseException) -> str:
+    """An exception in one bounded line: its type and, for an API error, the status and the server's
+    message (which may quote what was sent; cut to 512 characters)."""
+    if isinstance(exc, ApiException):
+        detail = str(exc.reason or "")
+        with contextlib.suppress(ValueError, TypeError):
+            detail = str(json.loads(exc.body or "{}").get("message") or detail)
+        return bounded(f"API server answered {exc.status}: {detail}", 512)
+    return bounded(f"{type(exc).__name__}: {exc}", 512)
 
 
 def _event_message(d: Decision) -> str:

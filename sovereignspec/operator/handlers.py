@@ -288,6 +288,8 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
                 await ctrl.on_workload(with_owner_pod(wl, idx), lambda: views(idx), ctrl_checks(idx))
             except kopf.TemporaryError as exc:
                 log.info("resync: %s", exc)
+            except Exception:  # a bug: it must not cost every workload behind this one its retry
+                log.exception("resync: workload %s/%s not answered this round", key[1], key[2])
 
     ctrl.resync = resync
     ctrl.views_fn = lambda: views(ctrl.indexes, bodies=True) if ctrl.indexes is not None else Views()

@@ -21,9 +21,11 @@ from sovereignspec.api.speculation_decision import (
     CheckState,
     Condition,
     DecisionInputs,
+    Message,
     NeighbourImpact,
     PodSetUpdate,
     Reason,
+    ShortText,
     SpeculationDecisionStatus,
     Speculative,
 )
@@ -36,6 +38,7 @@ __all__ = [
     "check_entry",
     "configs_message",
     "decision_status",
+    "failed",
     "speculation_decision_object",
 ]
 
@@ -59,8 +62,8 @@ class Decision(Model):
     workload: str
     admission_check: str | None = None
     state: CheckState
-    reason: str
-    message: str
+    reason: ShortText
+    message: Message
     node: str | None = None
     tenant: str | None = None
     gpus: int = 0
@@ -85,6 +88,35 @@ class Decision(Model):
         data = self.model_dump(mode="json", by_alias=True)
         data["podSetUpdates"] = [u.wire() for u in self.pod_set_updates]
         return data
+
+
+def failed(
+    namespace: str,
+    workload: str,
+    check: str,
+    now: datetime,
+    reason: str,
+    message: str,
+    *,
+    rejected: bool = False,
+    requeue_after_seconds: int = 60,
+) -> Decision:
+    """The answer for a workload the operator could not decide or record: `Retry` (Kueue releases its
+    quota and requeues it after `requeue_after_seconds`) or `Rejected`, reserving nothing, with a message
+    that says why. Only the names and the given text go into it (nothing else of the workload), so it can
+    always be written."""
+    state: CheckState = "Rejected" if rejected else "Retry"
+    return Decision(
+        namespace=namespace,
+        workload=workload,
+        admission_check=check,
+        state=state,
+        reason=reason,
+        message=message,
+        reasons=[Reason(type=reason, message=message)],
+        requeue_after_seconds=None if rejected else requeue_after_seconds,
+        decided_at=now,
+    )
 
 
 def decision_status(d: Decision) -> SpeculationDecisionStatus:
