@@ -82,6 +82,9 @@ class WorkloadInfo(Model):
     uid: str | None = None
     generation: int | None = None
     queue_name: str | None = None
+    owner_kind: str | None = None
+    """Kind of the object Kueue built the Workload for (its owner, or Kueue's job-owner-gvk
+    annotation): `LeaderWorkerSet` marks one engine over several nodes (policy/group.py)."""
     pod_sets: list[PodSetInfo] = []
     quota_reserved: bool = False
     evicted: bool = False

@@ -305,6 +305,28 @@ def _condition_true(conditions: list[Any], kind: str) -> bool:
     )
 
 
+JOB_OWNER_GVK = "kueue.x-k8s.io/job-owner-gvk"
+
+
+def _owner_kind(meta: Mapping[str, Any], where: str) -> str | None:
+    """The kind Kueue built the Workload for: its first non-Pod owner reference, else the kind in
+    Kueue's `job-owner-gvk` annotation ("leaderworkerset.x-k8s.io/v1, Kind=LeaderWorkerSet"), else
+    Pod when pods own it (plain pod groups), else None."""
+    owners = [
+        o
+        for o in _list(meta.get("ownerReferences"), "metadata.ownerReferences", where)
+        if isinstance(o, Mapping)
+    ]
+    kinds = [str(o.get("kind")) for o in owners if o.get("kind")]
+    kind = next((k for k in kinds if k != "Pod"), None)
+    if kind is not None:
+        return kind
+    gvk = _str_map(meta.get("annotations"), "metadata.annotations", where).get(JOB_OWNER_GVK, "")
+    if "Kind=" in gvk:
+        return gvk.split("Kind=", 1)[1].strip() or None
+    return "Pod" if kinds else None
+
+
 def parse_workload(obj: Mapping[str, Any]) -> WorkloadInfo:
     """A kueue.x-k8s.io/v1beta2 Workload with its status (admission, conditions, admissionChecks)."""
     meta, where = _meta(obj)
@@ -366,6 +388,7 @@ def parse_workload(obj: Mapping[str, Any]) -> WorkloadInfo:
         uid=meta.get("uid"),
         generation=meta.get("generation"),
         queue_name=spec.get("queueName"),
+        owner_kind=_owner_kind(meta, where),
         pod_sets=pod_sets,
         quota_reserved=_condition_true(conditions, "QuotaReserved") or bool(admission),
         evicted=_condition_true(conditions, "Evicted"),

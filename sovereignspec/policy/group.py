@@ -1,0 +1,206 @@
+"""Pod groups: one Kueue Workload, several pods, one decision (StatefulSets, LeaderWorkerSets, plain
+pod groups). Pure.
+
+How Kueue v0.19 builds these Workloads (pkg/controller/jobs/{statefulset,leaderworkerset,pod}):
+- StatefulSet: one Workload per StatefulSet, podSet `main` with `count = replicas`, its template the
+  pod *spec only* (no labels, no annotations). Each pod carries the label
+  `kueue.x-k8s.io/pod-group-name` = the Workload's name and `kueue.x-k8s.io/role-hash: main`.
+- LeaderWorkerSet: one Workload per replica group, podSets `leader` (count 1) and `worker`
+  (count size-1), or `main` (count size) without a leader template; the templates *keep* their
+  metadata (LWS's own keys dropped), and the pods carry the same group label.
+- Plain pod groups: podSets named by role hash, templates without metadata; pods labelled as above.
+
+So claims are read from the templates where Kueue keeps them and from the group's pods otherwise
+(`with_members`), and every source must agree (`claims_of`): one vLLM engine runs one
+`--speculative-config`. A LeaderWorkerSet is one engine over several nodes (`spans_nodes`): each pod
+takes a whole node and every pod set is pinned to its own node (`place_units`), all in one
+jurisdiction. The per-range rule for the schedule over several nodes is `group_schedule`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from sovereignspec.api.meta import (
+    ANNOTATION_CLASS,
+    ANNOTATION_DRAFT_MODEL,
+    ANNOTATION_EXPECTED_BATCH,
+    ANNOTATION_SPEC_METHOD,
+    ANNOTATION_TARGET_MODEL,
+    ANNOTATION_TPOT_SLO_MS,
+)
+from sovereignspec.api.speculation_decision import Reason
+from sovereignspec.model.cluster import PodInfo
+from sovereignspec.model.workload import PodSetInfo, WorkloadInfo
+
+POD_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
+ROLE_HASH_ANNOTATION = "kueue.x-k8s.io/role-hash"
+MULTI_NODE_OWNERS = frozenset({"LeaderWorkerSet"})
+"""Owner kinds whose pods form one engine across nodes (tensor/pipeline parallel)."""
+
+CLAIM_KEYS = (
+    ANNOTATION_CLASS,
+    ANNOTATION_TARGET_MODEL,
+    ANNOTATION_DRAFT_MODEL,
+    ANNOTATION_SPEC_METHOD,
+    ANNOTATION_TPOT_SLO_MS,
+    ANNOTATION_EXPECTED_BATCH,
+)
+
+
+def members(wl: WorkloadInfo, pods: Sequence[PodInfo]) -> list[PodInfo]:
+    """The pods of the workload's group (label `kueue.x-k8s.io/pod-group-name` = its name), by name."""
+    return sorted(
+        (p for p in pods if p.namespace == wl.namespace and p.labels.get(POD_GROUP_LABEL) == wl.name),
+        key=lambda p: p.name,
+    )
+
+
+def _pods_of(ps: PodSetInfo, wl: WorkloadInfo, group: Sequence[PodInfo]) -> list[PodInfo]:
+    if len(wl.pod_sets) == 1:
+        return list(group)
+    return [p for p in group if p.annotations.get(ROLE_HASH_ANNOTATION) == ps.name]
+
+
+def with_members(wl: WorkloadInfo, group: Sequence[PodInfo]) -> WorkloadInfo:
+    """The workload whose metadata-less pod sets read their labels and annotations from their first
+    pod (by name): a StatefulSet's pods all come from one template. Template metadata, where Kueue
+    keeps it (LeaderWorkerSet), stands as it is."""
+    if not group:
+        return wl
+    sets = []
+    changed = False
+    for ps in wl.pod_sets:
+        own = _pods_of(ps, wl, group)
+        if ps.annotations or ps.labels or not own:
+            sets.append(ps)
+            continue
+        changed = True
+        sets.append(
+            ps.model_copy(update={"annotations": dict(own[0].annotations), "labels": dict(own[0].labels)})
+        )
+    return wl.model_copy(update={"pod_sets": sets}) if changed else wl
+
+
+def _claims(annotations: Mapping[str, str]) -> dict[str, str]:
+    return {k: annotations[k] for k in CLAIM_KEYS if k in annotations}
+
+
+@dataclass(frozen=True)
+class GroupClaims:
+    annotations: dict[str, str]
+    """The claim annotations every source agrees on (those of the first source when they disagree)."""
+    disagreement: Reason | None = None
+    """Set when two sources differ: names the key, both sources and both values."""
+
+
+def _shown(v: str | None) -> str:
+    return "unset" if v is None else repr(v)
+
+
+def claims_of(wl: WorkloadInfo, group: Sequence[PodInfo] = ()) -> GroupClaims:
+    """Claims of the workload's GPU pod sets and of the group's pods; all must carry the same claim
+    annotations (a key missing on one source and set on another is a difference). A workload without a
+    GPU pod set reads its first pod set, as before."""
+    gpu_sets = [ps for ps in wl.pod_sets if ps.gpus_per_pod > 0]
+    sources: list[tuple[str, dict[str, str]]] = [
+        (f"pod set {ps.name}", _claims(ps.annotations)) for ps in gpu_sets
+    ]
+    sources += [(f"pod {p.name}", _claims(p.annotations)) for p in group if p.gpu_request > 0]
+    if not sources:
+        return GroupClaims(annotations={})
+    first_name, first = sources[0]
+    for name, claims in sources[1:]:
+        key = next((k for k in CLAIM_KEYS if first.get(k) != claims.get(k)), None)
+        if key is not None:
+            a, b = _shown(first.get(key)), _shown(claims.get(key))
+            return GroupClaims(
+                annotations=first,
+                disagreement=Reason(
+                    type="ClaimsDisagree",
+                    message=f"{key} is {a} on {first_name} but {b} on {name}: one engine runs one "
+                    "speculative config",
+                ),
+            )
+    return GroupClaims(annotations=first)
+
+
+def spans_nodes(wl: WorkloadInfo) -> bool:
+    """One engine over several pods (a LeaderWorkerSet of size > 1): each pod on a whole node of its own."""
+    pods = sum(ps.count for ps in wl.pod_sets if ps.gpus_per_pod > 0)
+    return wl.owner_kind in MULTI_NODE_OWNERS and pods > 1
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A GPU pod set: podSetUpdates pin all of its pods with one nodeSelector, so it goes to one node."""
+
+    pod_set: str
+    pods: int
+    gpus_per_pod: int
+
+    @property
+    def need(self) -> int:
+        return self.pods * self.gpus_per_pod
+
+
+def units(wl: WorkloadInfo) -> list[Unit]:
+    return [
+        Unit(ps.name, ps.count, ps.gpus_per_pod) for ps in wl.pod_sets if ps.gpus_per_pod > 0 and ps.count > 0
+    ]
+
+
+def unpinnable(us: Sequence[Unit]) -> Unit | None:
+    """A unit of a multi-node engine with more than one pod: its pods each need a whole node, but one
+    nodeSelector pins them all to one node. Only a TAS assignment can place it."""
+    return next((u for u in us if u.pods > 1), None)
+
+
+def place_units(
+    us: Sequence[Unit],
+    order: Sequence[int],
+    free: Sequence[int],
+    alloc: Sequence[int],
+    zone: Sequence[object],
+) -> list[int] | None:
+    """Each unit on a node of its own, taken whole (its GPU count is the pod's request and all of it is
+    free), all nodes in one jurisdiction (`zone`). Candidates are tried in `order` (placement's
+    ranking); the jurisdiction of the best-ranked node that can hold the whole group wins. Returns the
+    candidate index per unit, or None when no jurisdiction holds the group (never a split)."""
+    zones: list[object] = []
+    for c in order:
+        if zone[c] not in zones:
+            zones.append(zone[c])
+    for z in zones:
+        used: set[int] = set()
+        out: list[int] = []
+        for u in us:
+            pick = next(
+                (
+                    c
+                    for c in order
+                    if zone[c] == z and c not in used and alloc[c] == u.gpus_per_pod and free[c] >= u.need
+                ),
+                None,
+            )
+            if pick is None:
+                break
+            used.add(pick)
+            out.append(pick)
+        else:
+            return out
+    return None
+
+
+def group_schedule(k_rows: Sequence[Sequence[int]]) -> list[int]:
+    """k per batch range for one engine on several nodes: the minimum of k* over its nodes.
+
+    A tensor-parallel step finishes when its slowest shard does, so the node with the least slack sets
+    the step time of the whole group. k* is the best budget on each node under both admission
+    conditions; the neighbour condition only gets easier as k falls, so the minimum keeps every node's
+    neighbours within their SLO margin, and on the slowest node (which governs the step) the minimum is
+    that node's own k*. See docs/decision.md."""
+    if not k_rows:
+        return []
+    return [min(col) for col in zip(*k_rows, strict=True)]
