@@ -135,6 +135,14 @@ class PodSetUpdate(Model):
     tolerations: list[Toleration] = []
 
 
+class Placement(Model):
+    """Where one pod set of a multi-node group goes, and the GPUs it holds there until its pods bind."""
+
+    pod_set: str = Field(min_length=1)
+    node: str = Field(min_length=1)
+    gpus: int = Field(default=0, ge=0)
+
+
 class SpeculationDecisionSpec(Model):
     workload: str = Field(min_length=1, description="Name of the Workload this decision answers.")
     workload_uid: str | None = None
@@ -167,6 +175,12 @@ class SpeculationDecisionStatus(Model):
     neighbours: list[NeighbourImpact] = Field(default=[], max_length=1024)
     reasons: list[Reason] = Field(default=[], max_length=256)
     pod_set_updates: list[PodSetUpdate] = Field(default=[], max_length=8)
+    placements: list[Placement] | None = Field(
+        default=None,
+        max_length=8,
+        description="A group over several nodes: each pod set's node and the GPUs reserved there "
+        "(the node field names the first).",
+    )
     inputs: DecisionInputs | None = None
     speedup_by_k: list[float] = Field(
         default=[], max_length=65, description="S_real(k) for k = 0..kMax at the expected batch on the node."
@@ -199,6 +213,7 @@ class ReservationStatus(Model):
     state: CheckState = "Pending"
     node: str | None = None
     gpus: int = Field(default=0, ge=0)
+    placements: list[Placement] = []
 
 
 class DecisionReservation(Model):

@@ -91,6 +91,21 @@ class Reservation(Model):
     node: str
     gpus: int = 0
     trusted: bool = True
+    also: dict[str, int] = {}
+    """A group over several nodes: the GPUs held on each of its other nodes."""
+    per_node_share: bool = False
+    """One node's share of a group over several nodes: only pods bound on this node consume it (a
+    single-node reservation is consumed by its pods wherever they bound)."""
+
+    def per_node(self) -> list[Reservation]:
+        """One reservation per node it holds (itself alone for a single-node decision)."""
+        if not self.also:
+            return [self]
+        first = self.model_copy(update={"also": {}, "per_node_share": True})
+        return [
+            first,
+            *(first.model_copy(update={"node": n, "gpus": g}) for n, g in sorted(self.also.items())),
+        ]
 
 
 class WorkloadRef(Model):
@@ -125,7 +140,8 @@ class SnapshotIndex:
     pods_by_node: dict[str, list[PodInfo]]
     gpu_used: dict[str, int]
     pod_by_key: dict[tuple[str, str], PodInfo]
-    bound_by_decision: dict[tuple[str, str], int]
+    bound_by_decision: dict[tuple[str, ...], int]
+    """GPUs of bound pods by (namespace, decision name), and by (namespace, decision name, node)."""
     gpus_by_node: dict[str, list[GpuSample]]
     engine_by_pod: dict[tuple[str, str], EngineSample]
     _fingerprints: dict[str, tuple[object, ...]]
@@ -178,7 +194,8 @@ class SnapshotIndex:
             grouped: dict[str, list[Reservation]] = {}
             for r in snap.reservations:
                 if r.trusted:
-                    grouped.setdefault(r.node, []).append(r)
+                    for one in r.per_node():
+                        grouped.setdefault(one.node, []).append(one)
             held = grouped
         self.reservations_by_node: Mapping[str, list[tuple[Reservation, int]]] = _Held(
             held, self.bound_by_decision
@@ -220,8 +237,8 @@ class SnapshotIndex:
         self.gpu_used[node] = self.gpu_used.get(node, 0) + sign * p.gpu_request
         dec = p.annotations.get(ANNOTATION_DECISION)
         if dec:
-            key = (p.namespace, dec)
-            self.bound_by_decision[key] = self.bound_by_decision.get(key, 0) + sign * p.gpu_request
+            for key in ((p.namespace, dec), (p.namespace, dec, node)):
+                self.bound_by_decision[key] = self.bound_by_decision.get(key, 0) + sign * p.gpu_request
 
     def _patch(self, snap: ClusterSnapshot, old: SnapshotIndex, pods: PodChanges | None = None) -> bool:
         """Only pods or nodes changed (namespaces and samples are the same objects): patch `old`'s
@@ -402,6 +419,10 @@ class Carried:
         return cls(old.wide, touched, older)
 
 
+def _bound_key(r: Reservation) -> tuple[str, ...]:
+    return (r.namespace, r.name, r.node) if r.per_node_share else (r.namespace, r.name)
+
+
 class _Held(Mapping[str, list[tuple[Reservation, int]]]):
     """Trusted reservations by node that still hold GPUs, each with the GPUs it holds: a reservation is
     consumed by the pods already bound under its decision name, and one that holds nothing any more is
@@ -411,7 +432,9 @@ class _Held(Mapping[str, list[tuple[Reservation, int]]]):
     decision O(nodes) again at 1,000 admitted workloads). The operator hands over groups it keeps up to
     date instead of regrouping every reservation of the cluster per decision."""
 
-    def __init__(self, groups: Mapping[str, Sequence[Reservation]], bound: Mapping[tuple[str, str], int]):
+    def __init__(
+        self, groups: Mapping[str, Sequence[Reservation]], bound: Mapping[tuple[str, ...], int]
+    ) -> None:
         self._groups, self._bound = groups, bound
         self._done: dict[str, list[tuple[Reservation, int]]] = {}
         self._live: list[str] | None = None
@@ -423,7 +446,7 @@ class _Held(Mapping[str, list[tuple[Reservation, int]]]):
             hit = self._done[node] = [
                 (r, left)
                 for r in self._groups.get(node, ())
-                if (left := r.gpus - bound.get((r.namespace, r.name), 0)) > 0
+                if (left := r.gpus - bound.get(_bound_key(r), 0)) > 0
             ]
         return hit
 
@@ -440,9 +463,7 @@ class _Held(Mapping[str, list[tuple[Reservation, int]]]):
         if self._live is None:  # O(reservations) once per snapshot; a node's list is made when read
             b = self._bound
             self._live = [
-                n
-                for n, rs in self._groups.items()
-                if any(r.gpus > b.get((r.namespace, r.name), 0) for r in rs)
+                n for n, rs in self._groups.items() if any(r.gpus > b.get(_bound_key(r), 0) for r in rs)
             ]
         return self._live
 

@@ -347,7 +347,7 @@ class Controller:
         table = self._reservations.table
         for uid, r in list(self._inflight.items()):
             t = table.get((r.namespace, r.name))
-            if t is not None and t.trusted and t.node == r.node and t.gpus == r.gpus:
+            if t is not None and t.trusted and t.node == r.node and t.gpus == r.gpus and t.also == r.also:
                 del self._inflight[uid]
 
     def _base_snapshot(self, views: Views) -> ClusterSnapshot:
@@ -487,8 +487,12 @@ class Controller:
             if decision.state == "Pending":
                 return
             if decision.state == "Ready" and decision.node and wl.uid:
+                also: dict[str, int] = {}
+                for pl in decision.placements:
+                    if pl.node != decision.node:
+                        also[pl.node] = also.get(pl.node, 0) + pl.gpus
                 self._inflight[wl.uid] = Reservation(
-                    namespace=wl.namespace, name=wl.name, node=decision.node, gpus=decision.gpus
+                    namespace=wl.namespace, name=wl.name, node=decision.node, gpus=decision.gpus, also=also
                 )
         await self._write(wl, body, decision, now, key, marker, retry_after)
 

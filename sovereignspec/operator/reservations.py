@@ -67,14 +67,16 @@ class ReservationTable:
     def _set(self, key: Key, r: Reservation | None) -> None:
         old = self.table.pop(key, None)
         if old is not None and old.trusted:
-            self._ungroup(old.node, key)
+            for one in old.per_node():
+                self._ungroup(one.node, key)
         if r is None:
             return
         self.table[key] = r
         if r.trusted:
-            group = self._held.setdefault(r.node, {})
-            group[key] = r
-            self._groups[r.node] = tuple(group.values())
+            for one in r.per_node():  # a group over several nodes holds each of them
+                group = self._held.setdefault(one.node, {})
+                group[key] = one
+                self._groups[one.node] = tuple(group.values())
 
     def _ungroup(self, node: str, key: Key) -> None:
         group = self._held.get(node)
@@ -98,12 +100,18 @@ class ReservationTable:
         for k in touched:
             everything.pop(k, None)
         everything.update((k, r) for k, r in overlay.items() if k != exclude)
-        nodes = {self.table[k].node for k in touched if k in self.table and self.table[k].trusted}
-        nodes |= {r.node for k, r in overlay.items() if k != exclude and r.trusted}
+        nodes = {
+            one.node
+            for k in touched
+            if k in self.table and self.table[k].trusted
+            for one in self.table[k].per_node()
+        }
+        mine = [one for k, r in overlay.items() if k != exclude and r.trusted for one in r.per_node()]
+        nodes |= {one.node for one in mine}
         by_node = dict(self._groups)
         for n in nodes:
             kept = [r for r in self._groups.get(n, ()) if (r.namespace, r.name) not in touched]
-            kept += [r for k, r in overlay.items() if k != exclude and r.trusted and r.node == n]
+            kept += [one for one in mine if one.node == n]
             if kept:
                 by_node[n] = tuple(kept)
             else:

@@ -23,6 +23,7 @@ from sovereignspec.api.speculation_decision import (
     DecisionInputs,
     Message,
     NeighbourImpact,
+    Placement,
     PodSetUpdate,
     Reason,
     ShortText,
@@ -74,6 +75,7 @@ class Decision(Model):
     acceptance: AcceptanceSummary = AcceptanceSummary()
     neighbours: list[NeighbourImpact] = []
     pod_set_updates: list[PodSetUpdate] = []
+    placements: list[Placement] = []
     reasons: list[Reason] = []
     requeue_after_seconds: int | None = None
     candidates: list[Candidate] = []
@@ -87,6 +89,8 @@ class Decision(Model):
         """The CLI JSON: nulls kept for node/predictedSpeedup/slack so the shape is stable."""
         data = self.model_dump(mode="json", by_alias=True)
         data["podSetUpdates"] = [u.wire() for u in self.pod_set_updates]
+        if not self.placements:  # only multi-node groups have them: other outputs keep their shape
+            del data["placements"]
         return data
 
 
@@ -150,6 +154,7 @@ def decision_status(d: Decision) -> SpeculationDecisionStatus:
         neighbours=d.neighbours,
         reasons=d.reasons,
         pod_set_updates=d.pod_set_updates,
+        placements=d.placements if d.state == "Ready" and d.placements else None,
         inputs=d.inputs,
         speedup_by_k=d.speedup_by_k,
         candidates=d.candidates,

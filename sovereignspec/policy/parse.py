@@ -438,7 +438,13 @@ def parse_reservation(
         trusted = any(
             w.namespace == ns and w.name == owner.name and w.uid == owner.uid for w in live_workloads
         )
-    return Reservation(namespace=ns, name=dec.metadata.name, node=st.node, gpus=st.gpus, trusted=trusted)
+    also: dict[str, int] = {}
+    for p in st.placements:
+        if p.node != st.node:
+            also[p.node] = also.get(p.node, 0) + p.gpus
+    return Reservation(
+        namespace=ns, name=dec.metadata.name, node=st.node, gpus=st.gpus, trusted=trusted, also=also
+    )
 
 
 def parse_telemetry(obj: Any) -> TelemetrySnapshot:

@@ -52,3 +52,12 @@ def test_pods_bound_elsewhere_leave_no_occupant_behind() -> None:
 def test_untrusted_reservations_hold_nothing() -> None:
     s = snap([], [R.model_copy(update={"trusted": False})])
     assert len(s.index.reservations_by_node) == 0
+
+
+def test_a_group_holds_each_node_until_its_own_pods_bind_there() -> None:
+    """A decision over two nodes (a LeaderWorkerSet): the leader binding on n1 consumes only n1's share."""
+    g = Reservation(namespace="a", name="lws", node="n1", gpus=8, also={"n2": 8})
+    both = snap([], [g]).index.reservations_by_node
+    assert sorted(both) == ["n1", "n2"] and both["n2"][0][1] == 8
+    leader = snap([bound("a", "lws-0", "n1", "lws", gpus=8)], [g]).index.reservations_by_node
+    assert list(leader) == ["n2"] and leader["n2"][0][1] == 8

@@ -21,7 +21,13 @@ NODES = ["n1", "n2", "n3"]
 
 
 def _decision(
-    name: str, node: str, gpus: int, state: str, managed: bool, owner_uid: str | None
+    name: str,
+    node: str,
+    gpus: int,
+    state: str,
+    managed: bool,
+    owner_uid: str | None,
+    other: str | None = None,
 ) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": "ns"}
     if managed:
@@ -36,7 +42,19 @@ def _decision(
         "kind": "SpeculationDecision",
         "metadata": meta,
         "spec": {"workload": name},
-        "status": {"state": state, "node": node, "gpus": gpus},
+        "status": {"state": state, "node": node, "gpus": gpus, **_placements(node, gpus, other)},
+    }
+
+
+def _placements(node: str, gpus: int, other: str | None) -> dict[str, Any]:
+    """A group over two nodes (a LeaderWorkerSet): its worker's node is held too."""
+    if other is None or other == node:
+        return {}
+    return {
+        "placements": [
+            {"podSet": "leader", "node": node, "gpus": gpus},
+            {"podSet": "worker", "node": other, "gpus": gpus},
+        ]
     }
 
 
@@ -53,6 +71,7 @@ decision_ops = st.tuples(
             st.sampled_from(["Ready", "Ready", "Retry"]),
             st.sampled_from([True, True, False]),
             st.sampled_from([None, "u1", "u1", "u2"]),
+            st.sampled_from([None, None, *NODES]),
         ),
     ),
 )
@@ -95,7 +114,8 @@ def _reference(
             name=st.sampled_from(NAMES),
             node=st.sampled_from(NODES),
             gpus=st.integers(1, 2),
-        ),
+            also=st.dictionaries(st.sampled_from(NODES), st.integers(1, 2), max_size=1),
+        ).map(lambda r: r.model_copy(update={"also": {n: g for n, g in r.also.items() if n != r.node}})),
         max_size=3,
     ),
     exclude=st.sampled_from([None, *(("ns", n) for n in NAMES)]),
@@ -128,6 +148,7 @@ def test_incremental_table_equals_a_reading_from_scratch(
             grouped: dict[str, set[tuple[str, str]]] = {}
             for r in want.values():
                 if r.trusted:
-                    grouped.setdefault(r.node, set()).add((r.namespace, r.name))
+                    for one in r.per_node():  # a group holds each of its nodes
+                        grouped.setdefault(one.node, set()).add((r.namespace, r.name))
             assert {n: {(r.namespace, r.name) for r in rs} for n, rs in held.items()} == grouped
             assert all(r.trusted and r.node == n for n, rs in held.items() for r in rs)
