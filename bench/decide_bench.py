@@ -33,6 +33,7 @@ from sovereignspec.model.telemetry import (
     TelemetrySnapshot,
 )
 from sovereignspec.model.workload import CheckEntry, PodSetAssignment, PodSetInfo, WorkloadInfo
+from sovereignspec.policy.cache import carry_index, drop_index, index_of
 from sovereignspec.policy.decide import decide
 from sovereignspec.policy.request import AdmissionRequest, Policies
 
@@ -169,7 +170,7 @@ def main() -> int:
     report("warm (snapshot index reused)", measure(lambda: decide(request, snapshot, policies, NOW), 300))
 
     def cold() -> None:
-        snapshot.__dict__.pop("index", None)  # drops the per-node index and every memo built on it
+        drop_index(snapshot)  # drops the per-node index and every memo built on it
         decide(request, snapshot, policies, NOW)
 
     report("cold (index built each call)", measure(cold, 50))
@@ -206,14 +207,14 @@ def main() -> int:
             changed.add((pods[k].namespace, pods[k].name))
             update["pods"] = pods
         nxt = prev.model_copy(update=update)
-        nxt.__dict__.pop("index", None)
+        drop_index(nxt)
         if tracked:  # the operator's way: its pods by key, and the keys it saw change
-            by_key = dict(prev.index.pod_by_key)
+            by_key = dict(index_of(prev).pod_by_key)
             for key in changed:
                 by_key[key] = next(p for p in nxt.pods if (p.namespace, p.name) == key)
-            nxt.carry_index_from(prev, (by_key, changed))
+            carry_index(nxt, prev, (by_key, changed))
         else:
-            nxt.carry_index_from(prev)
+            carry_index(nxt, prev)
         decide(turns[i % len(turns)] if rotate else request, nxt, policies, NOW)
         state["snap"] = nxt
 

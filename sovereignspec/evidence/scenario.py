@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from sovereignspec.evidence.truth import GPU_TYPES, SHARING_MODES, TIMESLICE_S, DraftTruth, GpuType
+from sovereignspec.evidence.truth import SHARING_MODES, TIMESLICE_S, DraftTruth
 
 SHARING: ContextVar[tuple[str, float]] = ContextVar("sharing", default=("mps", TIMESLICE_S))
 """Sharing model of the scenarios built in this context (the suite's scenarios are built deep inside it)."""
@@ -45,10 +45,6 @@ class NodeSpec:
     gpu: str  # key of GPU_TYPES
     gpus: int
     jurisdiction: str = "KR"
-
-    @property
-    def gpu_type(self) -> GpuType:
-        return GPU_TYPES[self.gpu]
 
 
 @dataclass(frozen=True)

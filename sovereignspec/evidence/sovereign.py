@@ -280,7 +280,3 @@ class SovereignSpec(Scheduled):
         self.admitted_at[e] = sim.tick
         self.records[e] = SpeculationDecision.model_validate(speculation_decision_object(d, None))
         return gpu_on_node(sim, e, d.node)
-
-
-def k_from(sim: Simulation, batch: FloatArray) -> IntArray:
-    return Scheduled("x", None).choose_k(sim, sim.tick, batch)

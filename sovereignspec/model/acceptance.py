@@ -30,18 +30,6 @@ from sovereignspec.model.telemetry import AcceptanceSample
 FloatArray = npt.NDArray[np.float64]
 
 
-def per_position_acceptance(accepted_per_position: list[float], drafts: float) -> FloatArray:
-    """Observed p_i = accepted_per_pos[i-1] / drafts, clipped to [0, 1] and made non-increasing.
-
-    Counter rates from Prometheus are noisy; p_i can never exceed p_{i-1} (acceptance stops at the
-    first rejection), so a running minimum restores the invariant.
-    """
-    if drafts <= 0:
-        raise ValueError("drafts must be > 0 to form acceptance rates")
-    p = np.clip(np.asarray(accepted_per_position, dtype=np.float64) / drafts, 0.0, 1.0)
-    return np.minimum.accumulate(p) if p.size else p
-
-
 def extend_geometric(p: FloatArray, k: int) -> FloatArray:
     """The first k positions of the curve, continuing beyond len(p) with the last conditional rate."""
     if k <= p.size:

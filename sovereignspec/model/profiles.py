@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from sovereignspec.api.speculation_policy import AcceleratorProfile, Roofline
+from sovereignspec.api.speculation_policy import AcceleratorProfile, Roofline, SpeculationPolicySpec
 
 REFERENCE_PARAMS_B = 8.0
 
@@ -128,3 +128,8 @@ class ProfileBook:
             found = next((p for p in candidates if p.target_model == "*"), None)
         self._cache[key] = found
         return found
+
+
+def profile_book(policy: SpeculationPolicySpec) -> ProfileBook:
+    """The policy's profiles, then the built-in ones when the policy keeps them."""
+    return ProfileBook([*policy.accelerator_profiles, *(DEFAULT_PROFILES if policy.builtin_profiles else ())])

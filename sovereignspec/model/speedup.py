@@ -1,5 +1,9 @@
-"""S_real, τ, slack, break-even slack, Δu and neighbour slowdown ε (DESIGN.md §2), as numpy ufunc-style
-functions that broadcast over any shape (k x batch ranges x nodes x neighbours).
+"""S_real, τ, slack, break-even slack, Δu, neighbour slowdown ε_j, its inverse (the largest Δu a
+neighbour tolerates) and the SLO margin (DESIGN.md §2): each formula once, here.
+
+The vectorised forms are numpy ufunc-style functions that broadcast over any shape (k x batch ranges x
+nodes x neighbours); a `_scalar` form beside one computes the same number in plain Python for code that
+evaluates one value at a time (numpy's per-call overhead would dominate there).
 
 Inputs are the curve pieces already evaluated: t0, g(B) and g(B(k+1)), so one evaluation per distinct
 accelerator profile serves every node that shares it.
@@ -20,6 +24,11 @@ def slack(t0: Arr, g_b: Arr, u: Arr) -> FloatArray:
     """sigma(B) = t0 / t_u(B) ∈ (0, 1]."""
     out: FloatArray = np.asarray(t0, dtype=np.float64) / stretched(t0, g_b, u)
     return out
+
+
+def slack_scalar(t0: float, g_b: float, u: float) -> float:
+    """`slack` for one node: t0 / (t0 + g(B) / (1 - u))."""
+    return t0 / (t0 + g_b / (1.0 - min(u, U_MAX)))
 
 
 def step_ratio(t0: Arr, g_b: Arr, g_bk: Arr, u: Arr, k: Arr, c_d: Arr) -> FloatArray:
@@ -55,6 +64,30 @@ def neighbour_slowdown(sigma_j: Arr, du: Arr, u_total: Arr) -> FloatArray:
     return np.where(head > 0, np.maximum(eps, 0.0), np.inf)
 
 
+def max_load_increase(sigma_j: FloatArray, thr_j: FloatArray, u_j: FloatArray) -> FloatArray:
+    """Largest Δu that keeps every neighbour j within its budget thr_j = m_j(1 - safety), per node
+    (rows of the [N, J] inputs): `neighbour_slowdown` solved for Δu.
+
+    eps_j(Δu) = (1 - sigma_j)·max(Δu, 0) / (1 - u_j - Δu) is increasing in Δu, so eps_j <= thr_j
+    is Δu <= D_j with D_j = thr_j·(1 - u_j) / (1 - sigma_j + thr_j) (and Δu < 1 - u_j, the GPU not
+    saturating); thr_j < 0 (already over its SLO) allows no increase at all (-inf), thr_j = inf
+    (not SLO-bound) any. Reducing over j turns a [N, J, R, K] check into one [N, R, K] comparison.
+    """
+    room = 1.0 - np.minimum(u_j, U_MAX)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        d = np.where(np.isinf(thr_j), np.inf, thr_j * room / (1.0 - sigma_j + thr_j))
+    d = np.where((1.0 - sigma_j + thr_j) <= 0, room, d)  # sigma_j = 1 and thr_j = 0: only saturation
+    d = np.minimum(d, np.where(np.isinf(thr_j), np.inf, np.nextafter(room, -np.inf)))
+    d = np.where(thr_j < 0, -np.inf, d)
+    out: FloatArray = d.min(axis=1) if d.shape[1] else np.full(d.shape[0], np.inf)
+    return out
+
+
 def slo_margin(slo_seconds: Arr, tpot_seconds: Arr) -> FloatArray:
     """m_j = SLO_j / TPOT_j - 1 (≤ 0 when already over the SLO)."""
     return np.asarray(slo_seconds, dtype=np.float64) / np.asarray(tpot_seconds, dtype=np.float64) - 1.0
+
+
+def slo_margin_scalar(slo_seconds: float, tpot_seconds: float) -> float:
+    """`slo_margin` for one neighbour."""
+    return slo_seconds / tpot_seconds - 1.0

@@ -64,6 +64,7 @@ from sovereignspec.operator.mirror import Mirror
 from sovereignspec.operator.reservations import ReservationTable, reservation_of
 from sovereignspec.operator.settings import OperatorSettings
 from sovereignspec.policy.admission_check import entry_wire, set_admission_check_state
+from sovereignspec.policy.cache.index import carry_index, index_of, with_reservations
 from sovereignspec.policy.decide import decide
 from sovereignspec.policy.decision import Decision, check_entry, failed, speculation_decision_object
 from sovereignspec.policy.parse import ParseError
@@ -339,7 +340,7 @@ class Controller:
         self._reservations.update(m.decisions, m.holding)
         self._drop_landed()
         res, held = self._reservations.view(self._inflight.values(), m.holding.items, exclude)
-        return self._base_snapshot(views).with_reservations(res, views.holding, held)
+        return with_reservations(self._base_snapshot(views), res, views.holding, held)
 
     def _drop_landed(self) -> None:
         """Forget in-flight reservations whose decision has landed as written: the table has them, and
@@ -390,8 +391,8 @@ class Controller:
         # the next one (a superset is harmless: each key is compared by identity).
         tracked = (dict(pods.items), pods.take_changed()) if fresh else None
         if prev is not None:
-            snap.carry_index_from(prev[1], tracked)
-        SNAPSHOT_BUILDS.labels(how=snap.index.how).inc()
+            carry_index(snap, prev[1], tracked)
+        SNAPSHOT_BUILDS.labels(how=index_of(snap).how).inc()
         self._base = (parts, snap)
         return snap
 

@@ -44,12 +44,6 @@ SNAPSHOT_BUILDS = Counter(
     registry=REGISTRY,
 )
 LEADER = Gauge("sovereignspec_leader", "1 while this replica holds the leader lease.", registry=REGISTRY)
-ACTIVE_CHECKS = Gauge(
-    "sovereignspec_admission_checks_active",
-    "AdmissionChecks of our controller, by Active condition status.",
-    ["status"],
-    registry=REGISTRY,
-)
 WATCH_EVENTS = Counter(
     "sovereignspec_watch_events_total",
     "Watch events handled, by resource: the operator's CPU grows with this rate (each event costs about a "

@@ -29,9 +29,11 @@ from sovereignspec.api.meta import (
     ANNOTATION_SPEC_METHOD,
     ANNOTATION_TARGET_MODEL,
     ANNOTATION_TPOT_SLO_MS,
+    PREFIX,
 )
 from sovereignspec.api.speculation_decision import Reason
 from sovereignspec.api.speculation_policy import METHODS, SpeculationPolicySpec
+from sovereignspec.model.workload import WorkloadInfo
 from sovereignspec.policy.sovereignty import TenantRules
 
 MAX_MODEL_CHARS = 1024
@@ -96,6 +98,13 @@ def parse_slo_ms(
     if not math.isfinite(v) or v <= 0:
         return clamp_slo(default_ms, rules, floor_ms), False
     return clamp_slo(v, rules, floor_ms), True
+
+
+def claim_annotations(wl: WorkloadInfo) -> Mapping[str, str]:
+    """The annotations the workload claims through: those of its first GPU pod set that sets any."""
+    gpu_sets = [ps for ps in wl.pod_sets if ps.gpus_per_pod > 0]
+    src = next((ps for ps in gpu_sets if any(k.startswith(PREFIX) for k in ps.annotations)), None)
+    return src.annotations if src else {}
 
 
 def read_claims(annotations: Mapping[str, str], policy: SpeculationPolicySpec, rules: TenantRules) -> Claims:

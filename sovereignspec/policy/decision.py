@@ -11,26 +11,18 @@ Builders the operator calls:
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
-from sovereignspec.api.base import Model
 from sovereignspec.api.meta import API_VERSION, LABEL_MANAGED_BY, MANAGED_BY_VALUE
 from sovereignspec.api.speculation_decision import (
-    AcceptanceSummary,
     Candidate,
     CheckState,
     Condition,
-    DecisionInputs,
-    Message,
-    NeighbourImpact,
-    Placement,
-    PodSetUpdate,
     Reason,
-    ShortText,
     SpeculationDecisionStatus,
-    Speculative,
 )
 from sovereignspec.model.workload import CheckEntry
+from sovereignspec.policy.record import Decision
 
 __all__ = [
     "DRIFT",
@@ -56,42 +48,6 @@ def configs_message(node: str, admitted: str, current: str) -> str:
     configs only, no live figures, so the condition is rewritten only when the verdict changes."""
     today = _describe_config(current)
     return f"admitted with {_describe_config(admitted)}; today's decision on {node}: {today}"
-
-
-class Decision(Model):
-    namespace: str
-    workload: str
-    admission_check: str | None = None
-    state: CheckState
-    reason: ShortText
-    message: Message
-    node: str | None = None
-    tenant: str | None = None
-    gpus: int = 0
-    workload_class: Literal["interactive", "batch"] | None = None
-    speculative: Speculative = Speculative()
-    predicted_speedup: float | None = None
-    slack: float | None = None
-    acceptance: AcceptanceSummary = AcceptanceSummary()
-    neighbours: list[NeighbourImpact] = []
-    pod_set_updates: list[PodSetUpdate] = []
-    placements: list[Placement] = []
-    reasons: list[Reason] = []
-    requeue_after_seconds: int | None = None
-    candidates: list[Candidate] = []
-    inputs: DecisionInputs | None = None
-    speedup_by_k: list[float] = []
-    telemetry_time: datetime | None = None
-    decided_at: datetime | None = None
-    observed_generation: int | None = None
-
-    def output(self) -> dict[str, Any]:
-        """The CLI JSON: nulls kept for node/predictedSpeedup/slack so the shape is stable."""
-        data = self.model_dump(mode="json", by_alias=True)
-        data["podSetUpdates"] = [u.wire() for u in self.pod_set_updates]
-        if not self.placements:  # only multi-node groups have them: other outputs keep their shape
-            del data["placements"]
-        return data
 
 
 def failed(

@@ -42,10 +42,11 @@ from sovereignspec.api.meta import ANNOTATION_DECISION, CONTROLLER_NAME, LABEL_G
 from sovereignspec.api.speculation_decision import SpeculationDecision
 from sovereignspec.api.speculation_policy import SpeculationPolicySpec
 from sovereignspec.model.cluster import ClusterSnapshot, NodeInfo, PodInfo
-from sovereignspec.model.profiles import DEFAULT_PROFILES, ProfileBook
+from sovereignspec.model.profiles import profile_book
 from sovereignspec.model.steptime import U_MAX, StepCurve
 from sovereignspec.model.telemetry import EngineSample, GpuSample
 from sovereignspec.model.workload import WorkloadInfo
+from sovereignspec.policy.cache.index import index_of
 from sovereignspec.policy.claims import read_claims
 from sovereignspec.policy.decide import decide
 from sovereignspec.policy.decision import configs_message
@@ -119,7 +120,7 @@ def without_own_load(
     admitted_config: str,
 ) -> list[GpuSample]:
     """The node's GPU samples as other workloads load them (see the module docstring)."""
-    book = ProfileBook([*policy.accelerator_profiles, *(DEFAULT_PROFILES if policy.builtin_profiles else ())])
+    book = profile_book(policy)
     out = []
     for g in gpus:
         mine = [p for p in g.pods if (p.namespace, p.name) in own]
@@ -166,7 +167,7 @@ def evaluate_drift(
         return None
     node = st.node
     own = (wl.namespace, wl.name)
-    idx = snap.index
+    idx = index_of(snap)
     # What a one-node decision reads: the node's pods and those its GPU samples name (a sweep over
     # every admitted decision must not scan every pod of the cluster for each).
     near = {(p.namespace, p.name): p for p in idx.pods_by_node.get(node, ())}

@@ -34,7 +34,7 @@ from sovereignspec.api.meta import (
     Toleration,
 )
 from sovereignspec.api.sovereignty_policy import SovereigntyPolicy
-from sovereignspec.api.speculation_decision import DecisionReservation, PodSetUpdate
+from sovereignspec.api.speculation_decision import DecisionReservation
 from sovereignspec.api.speculation_policy import SpeculationPolicy
 from sovereignspec.model.cluster import (
     AdmissionCheckInfo,
@@ -464,10 +464,6 @@ def parse_time(value: Any, what: str) -> datetime:
     if t.tzinfo is None:
         raise ParseError(f"{what}: {value!r} needs a time zone (e.g. a trailing Z)")
     return t
-
-
-def parse_pod_set_update(obj: Mapping[str, Any]) -> PodSetUpdate:
-    return _validate(PodSetUpdate, obj, "podSetUpdate")
 
 
 _PARSERS = {

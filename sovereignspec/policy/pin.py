@@ -12,13 +12,15 @@ the pod set, since its pods would otherwise run a draft budget the policy forbid
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from sovereignspec.api.meta import ANNOTATION_SPECULATIVE_CONFIG, LABEL_SPECULATIVE
 from sovereignspec.api.speculation_decision import Reason
 from sovereignspec.api.speculation_policy import SpeculationPolicySpec
 from sovereignspec.model.workload import PodSetInfo
 from sovereignspec.policy.claims import MAX_MODEL_CHARS, MAX_VALUE_CHARS, shown
+from sovereignspec.policy.record import ReasonType
 
 MAX_PINNED_CHARS = 8192
 """Longest pinned speculative-config read (vLLM's are a few hundred characters)."""
@@ -47,7 +49,7 @@ def _invalid(ps: str, raw: str, why: str) -> Pin:
     return Pin(
         pod_set=ps,
         refused=Reason(
-            type="PinnedConfigInvalid",
+            type=ReasonType.PINNED_CONFIG_INVALID,
             message=f"pod set {ps}: {ANNOTATION_SPECULATIVE_CONFIG}={shown(raw)} in the template {why}; "
             "its pods cannot be admitted with it",
         ),
@@ -92,7 +94,7 @@ def read_pin(ps: PodSetInfo, policy: SpeculationPolicySpec) -> Pin | None:
             pod_set=ps.name,
             k=k,
             refused=Reason(
-                type="PinnedSpeculationOverKMax",
+                type=ReasonType.PINNED_SPECULATION_OVER_K_MAX,
                 message=f"pod set {ps.name}: the template pins {ANNOTATION_SPECULATIVE_CONFIG} with k={k}, "
                 f"above the policy's kMax {policy.k_max}; lower num_speculative_tokens to {policy.k_max} "
                 "or less, or leave the config to SovereignSpec",
@@ -107,3 +109,26 @@ def read_pin(ps: PodSetInfo, policy: SpeculationPolicySpec) -> Pin | None:
         draft_model=model if isinstance(model, str) and len(model) <= MAX_MODEL_CHARS else None,
         schedule=schedule if k > 0 else None,
     )
+
+
+@dataclass(frozen=True)
+class Pins:
+    """The pins of a workload's GPU pod sets, by pod set."""
+
+    by_set: Mapping[str, Pin] = field(default_factory=dict)
+
+    @property
+    def refused(self) -> Reason | None:
+        """Why the workload cannot be admitted with what its templates pin (None: it can)."""
+        return next((p.refused for p in self.by_set.values() if p.refused is not None), None)
+
+    @property
+    def largest(self) -> Pin | None:
+        """The pin with the largest k (the record names it); None when nothing is pinned."""
+        return max(self.by_set.values(), key=lambda p: p.k, default=None)
+
+
+def read_pins(pod_sets: Sequence[PodSetInfo], policy: SpeculationPolicySpec) -> Pins:
+    """What the GPU pod sets' templates pin."""
+    gpu_sets = [ps for ps in pod_sets if ps.gpus_per_pod > 0]
+    return Pins({ps.name: pin for ps in gpu_sets if (pin := read_pin(ps, policy)) is not None})

@@ -78,3 +78,21 @@ def request_for(
     """`controller_name`: the operator's configured one (several controllers may share a cluster)."""
     check = find_our_check(workload, snapshot, controller_name)
     return AdmissionRequest(workload=workload, check=check.name), select_policies(check, snapshot)
+
+
+def not_actionable(request: AdmissionRequest) -> str | None:
+    """Why there is nothing to decide now (None: decide). Decisions happen only when quota is reserved,
+    the workload is neither evicted nor finished, and our entry is Pending."""
+    wl = request.workload
+    entry = wl.check(request.check)
+    if entry is None:
+        return f"workload has no admission check entry {request.check}"
+    if not wl.quota_reserved:
+        return "quota is not reserved (QuotaReserved is not True)"
+    if wl.evicted:
+        return "workload is evicted"
+    if wl.finished:
+        return "workload is finished"
+    if entry.state != "Pending":
+        return f"admission check entry is {entry.state}, not Pending"
+    return None

@@ -1,6 +1,9 @@
-"""Sovereignty: tenant identity, policy intersection, and the hard node filters (I1-I5, DESIGN.md §3).
+"""Sovereignty: tenant identity, policy intersection, and the per-node rules of I1-I3 (DESIGN.md §3).
 
-Public functions: `tenant_of`, `rules_for_namespace` (raises `PolicyConflict`), `node_filter`.
+Public functions: `tenant_of`, `rules_for_namespace` (raises `PolicyConflict`),
+`TenantRules.allows_node_labels` (I1 and the policy nodeSelector), `isolation_allows` (I2, I3) and
+`taints_tolerated`. The filter that chains them over the cluster's nodes is
+`sovereignspec.policy.candidates`.
 
 Choices where DESIGN.md is silent:
 - A tenant bound by no SovereigntyPolicy is unconstrained (any jurisdiction, Shared) but still
@@ -18,7 +21,7 @@ Choices where DESIGN.md is silent:
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from sovereignspec.api.meta import LABEL_SYSTEM_NAMESPACE, LABEL_TENANT, Toleration
@@ -156,6 +159,27 @@ def rules_or_strict(
         return rules_for_namespace(namespace, ns_labels, policies)
     except PolicyConflict:
         return TenantRules(tenant=tenant_of(namespace, ns_labels), isolated=True)
+
+
+def isolation_allows(
+    rules: TenantRules,
+    occupants: Iterable[str],
+    ns_labels: Mapping[str, Mapping[str, str]],
+    rules_of: Callable[[str], TenantRules],
+) -> bool:
+    """I2 and I3: our tenant (`rules`) may share a node with the tenants of the `occupants` namespaces
+    (`rules_of(namespace)`: another tenant's rules, strict when its policies contradict)."""
+    me = rules.tenant
+    for ns in occupants:
+        other = tenant_of(ns, ns_labels)
+        if other == me:
+            continue
+        if rules.isolated and other not in rules.trusted:
+            return False  # I2
+        o = rules_of(ns)
+        if o.isolated and me not in o.trusted:
+            return False  # I3
+    return True
 
 
 def tolerates(tolerations: Sequence[Toleration], taint: Taint) -> bool:

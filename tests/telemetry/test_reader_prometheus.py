@@ -15,6 +15,7 @@ from sovereignspec.telemetry.queries import Query
 from sovereignspec.telemetry.reader import PrometheusReader
 from sovereignspec.telemetry.sim.scenario import Override
 from sovereignspec.telemetry.sim.simulator import TPOT_BUCKETS
+from tests.support import set_overrides
 from tests.telemetry.conftest import Stack, pod_dicts
 from tests.telemetry.promproc import PrometheusProcess
 from tests.telemetry.slowproxy import SlowProxy
@@ -178,12 +179,13 @@ def test_empty_results(stack: Stack) -> None:
 def test_nan_values(make_stack: Callable[..., Stack]) -> None:
     s = make_stack()
     victim = next(d for d in s.sim.devices if d.node == "gpu-a")
-    s.sim.set_overrides(
+    set_overrides(
+        s.sim,
         [
             Override(metric="DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", match={"UUID": victim.uuid}, value=math.nan),
             Override(metric="DCGM_FI_DEV_FB_FREE", match={"UUID": victim.uuid}, value=math.inf),
             Override(metric="vllm:num_requests_running", match={"pod": "batch-0"}, value=-3.0),
-        ]
+        ],
     )
     s.wait_scraped()
     reader = PrometheusReader(s.prom.url, SPEC)

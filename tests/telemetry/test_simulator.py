@@ -21,6 +21,7 @@ from sovereignspec.telemetry.sim.scenario import (
     load_scenario,
 )
 from sovereignspec.telemetry.sim.simulator import Simulator, parse_spec_config
+from tests.support import set_overrides
 from tests.telemetry.conftest import SCENARIOS
 
 SPEC4 = json.dumps({"method": "eagle3", "model": "d", "num_speculative_tokens": 4})
@@ -177,8 +178,8 @@ def test_overrides_inject_faults() -> None:
     uuid = sim.devices[0].uuid
     from sovereignspec.telemetry.sim.scenario import Override
 
-    sim.set_overrides(
-        [Override(metric="DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", match={"UUID": uuid}, value=math.nan)]
+    set_overrides(
+        sim, [Override(metric="DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", match={"UUID": uuid}, value=math.nan)]
     )
     vals = [v for (n, _), v in samples(sim).items() if n == "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"]
     assert vals and all(math.isnan(v) for v in vals)

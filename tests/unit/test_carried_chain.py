@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from sovereignspec.model.cluster import Carried
+from sovereignspec.policy.cache.index import Carried
 
 
 def test_the_carried_chain_keeps_one_copy_of_each_fact() -> None:

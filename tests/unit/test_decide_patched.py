@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from sovereignspec.api.speculation_policy import SpeculationPolicySpec
 from sovereignspec.model.cluster import ClusterSnapshot, NamespaceInfo, NodeInfo, PodInfo, Reservation
 from sovereignspec.model.telemetry import EngineSample, GpuSample, PodRef, TelemetrySnapshot
-from sovereignspec.policy import decide as core
+from sovereignspec.policy.cache import carry_index, drop_index, index_of, with_reservations
+from sovereignspec.policy.cache import facts as core
 from sovereignspec.policy.decide import decide
 from sovereignspec.policy.request import AdmissionRequest, Policies
 from tests.unit.test_decide_warm import (
@@ -131,15 +132,15 @@ def _apply(prev: ClusterSnapshot, edits: list[Edit], tracked: bool) -> ClusterSn
                 )
             )
     nxt = prev.model_copy(update={"pods": pods, "nodes": nodes})
-    nxt.__dict__.pop("index", None)
+    drop_index(nxt)
     if tracked:  # the operator's way: the pods by key and the keys it saw change
         by_key = {(p.namespace, p.name): p for p in nxt.pods}
         old = {(p.namespace, p.name): p for p in prev.pods}
-        nxt.carry_index_from(
-            prev, (by_key, {k for k in by_key.keys() | old.keys() if by_key.get(k) is not old.get(k)})
+        carry_index(
+            nxt, prev, (by_key, {k for k in by_key.keys() | old.keys() if by_key.get(k) is not old.get(k)})
         )
     else:
-        nxt.carry_index_from(prev)
+        carry_index(nxt, prev)
     return nxt
 
 
@@ -171,8 +172,8 @@ def test_patched_snapshot_decides_like_a_fresh_one(
         decide(req, snap, pols[p], NOW)
     for edits, res, tracked in steps:
         snap = _apply(snap, edits, tracked)
-        assert snap.index.how == "patched"
-        derived = snap.with_reservations(res, [])
+        assert index_of(snap).how == "patched"
+        derived = with_reservations(snap, res, [])
         for req, p in reqs:
             want = decide(req, _fresh(snap, []), pols[p], NOW).output()
             assert decide(req, snap, pols[p], NOW).output() == want
@@ -204,17 +205,17 @@ def test_a_patch_redoes_only_the_touched_rows(monkeypatch: pytest.MonkeyPatch) -
     pol = Policies(SpeculationPolicySpec(), None, ())
     decide(req, snap, pol, NOW)
     asked: list[str] = []
-    real = core._node_input
+    real = core.node_input
 
-    def counting(ctx: Any, node: NodeInfo, *args: Any) -> Any:
+    def counting(node: NodeInfo, *args: Any) -> Any:
         asked.append(node.name)
-        return real(ctx, node, *args)
+        return real(node, *args)
 
-    monkeypatch.setattr(core, "_node_input", counting)
+    monkeypatch.setattr(core, "node_input", counting)
     pod = PodInfo(namespace="shop", name="web-0", node="n3", phase="Running", gpu_request=1)
     nxt = snap.model_copy(update={"pods": [pod]})
-    nxt.__dict__.pop("index", None)
-    nxt.carry_index_from(snap)
+    drop_index(nxt)
+    carry_index(nxt, snap)
     got = decide(req, nxt, pol, NOW)
     assert asked == ["n3"]
     assert got.output() == decide(req, _fresh(nxt, []), pol, NOW).output()
@@ -268,8 +269,8 @@ def test_a_pod_named_by_another_nodes_gpu_touches_that_node() -> None:
         moved = eng.model_copy(update={"node": "n1", "annotations": {"sovereignspec.io/tpot-slo-ms": slo}})
         decide(req, snap, pol, NOW)
         nxt = snap.model_copy(update={"pods": [moved]})
-        nxt.__dict__.pop("index", None)
-        nxt.carry_index_from(snap)
+        drop_index(nxt)
+        carry_index(nxt, snap)
         got = decide(req, nxt, pol, NOW)
         assert got.output() == decide(req, _fresh(nxt, []), pol, NOW).output()
         assert got.node == "n0"

@@ -22,6 +22,7 @@ from sovereignspec.api.speculation_policy import SpeculationPolicySpec
 from sovereignspec.model.cluster import ClusterSnapshot, NamespaceInfo, NodeInfo, PodInfo, Reservation
 from sovereignspec.model.telemetry import AcceptanceSample, EngineSample, GpuSample, PodRef, TelemetrySnapshot
 from sovereignspec.model.workload import CheckEntry, PodSetAssignment, PodSetInfo, WorkloadInfo
+from sovereignspec.policy.cache import drop_index, with_reservations
 from sovereignspec.policy.decide import decide
 from sovereignspec.policy.request import AdmissionRequest, Policies
 
@@ -171,7 +172,7 @@ def _other_method(req: AdmissionRequest) -> AdmissionRequest:
 
 def _fresh(snap: ClusterSnapshot, res: list[Reservation] | None = None) -> ClusterSnapshot:
     copy = snap.model_copy(update={} if res is None else {"reservations": res})
-    copy.__dict__.pop("index", None)
+    drop_index(copy)
     return copy
 
 
@@ -194,7 +195,7 @@ def test_memoised_facts_decide_like_a_fresh_snapshot(
     reqs = [x for req, p in reqs for x in ((req, p), (_other_method(req), p))]
     for req, p in reqs:  # one snapshot: every decision reads what the ones before memoised
         assert decide(req, snap, pols[p], NOW).output() == decide(req, _fresh(snap), pols[p], NOW).output()
-    derived = snap.with_reservations(res, [])
+    derived = with_reservations(snap, res, [])
     for req, p in reqs:
         want = decide(req, _fresh(snap, res), pols[p], NOW).output()
         assert decide(req, derived, pols[p], NOW).output() == want

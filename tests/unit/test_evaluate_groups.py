@@ -14,16 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sovereignspec.model.acceptance import expected_lengths, iid_curve
-from sovereignspec.model.speedup import load_increase, neighbour_slowdown, step_ratio
+from sovereignspec.model.speedup import load_increase, max_load_increase, neighbour_slowdown, step_ratio
 from sovereignspec.model.steptime import StepCurve, stretched
-from sovereignspec.policy.evaluate import (
-    NeighbourInput,
-    Neighbours,
-    NodeInput,
-    evaluate_nodes,
-    max_load_increase,
-)
-from sovereignspec.policy.schedule import batch_ranges
+from sovereignspec.policy.budget import batch_ranges
+from sovereignspec.policy.node_state import NeighbourInput, Neighbours, NodeInput
+from tests.support import evaluate_nodes
 
 CURVES = [
     StepCurve.from_points([(0, 0.006), (4096, 0.14)]),

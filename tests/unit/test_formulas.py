@@ -17,7 +17,6 @@ from sovereignspec.model.acceptance import (
     iid_curve,
     iid_expected_length,
     mean_accepted_iid,
-    per_position_acceptance,
 )
 from sovereignspec.model.beta import beta_cdf, beta_quantile
 from sovereignspec.model.profiles import DEFAULT_PROFILES, ProfileBook, normalize_product
@@ -34,13 +33,8 @@ from sovereignspec.model.steptime import StepCurve, stretched
 from sovereignspec.model.telemetry import AcceptanceSample
 from sovereignspec.model.workload import CheckEntry
 from sovereignspec.policy.admission_check import entry_wire, set_admission_check_state
-from sovereignspec.policy.schedule import (
-    batch_ranges,
-    merge_schedule,
-    range_index,
-    schedule_errors,
-    speculative_config,
-)
+from sovereignspec.policy.budget import batch_ranges, merge_schedule, range_index, speculative_config
+from tests.support import per_position_acceptance, schedule_errors
 
 
 def test_per_position_acceptance_and_geometric_extension() -> None:

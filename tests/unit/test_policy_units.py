@@ -11,6 +11,7 @@ from sovereignspec.api.sovereignty_policy import SovereigntyPolicy, SovereigntyP
 from sovereignspec.api.speculation_decision import SpeculationDecisionStatus
 from sovereignspec.api.speculation_policy import SpeculationPolicySpec
 from sovereignspec.model.cluster import Taint, WorkloadRef
+from sovereignspec.policy.cache import index_of
 from sovereignspec.policy.claims import read_claims
 from sovereignspec.policy.decision import Decision, check_entry, decision_status, speculation_decision_object
 from sovereignspec.policy.parse import (
@@ -143,7 +144,7 @@ def test_reservations_trust_only_operator_decisions_of_live_workloads() -> None:
         r = parse_reservation(obj, live)
         assert r is not None and not r.trusted
     snap = build_snapshot([_decision_obj({}, None)], None)
-    assert snap.reservations and not snap.index.reservations_by_node
+    assert snap.reservations and not index_of(snap).reservations_by_node
 
 
 def test_a_reservation_reads_only_what_it_needs() -> None:

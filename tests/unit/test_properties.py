@@ -25,12 +25,13 @@ from sovereignspec.model.telemetry import (
     TelemetrySnapshot,
 )
 from sovereignspec.model.workload import CheckEntry, PodSetAssignment, PodSetInfo, WorkloadInfo
+from sovereignspec.policy.budget import batch_ranges, merge_schedule
 from sovereignspec.policy.decide import decide
 from sovereignspec.policy.decision import Decision
-from sovereignspec.policy.evaluate import NeighbourInput, Neighbours, NodeInput, evaluate_nodes
+from sovereignspec.policy.node_state import NeighbourInput, Neighbours, NodeInput
 from sovereignspec.policy.request import AdmissionRequest, Policies
-from sovereignspec.policy.schedule import batch_ranges, merge_schedule, schedule_errors
 from sovereignspec.policy.sovereignty import PolicyConflict, rules_for_namespace
+from tests.support import evaluate_nodes, schedule_errors
 
 FAST = settings(
     max_examples=int(os.environ.get("SOVEREIGNSPEC_HYPOTHESIS_EXAMPLES", "60")),
@@ -337,8 +338,7 @@ def test_same_input_same_decision(
 def test_reduced_neighbour_check_equals_direct_slowdown(
     sigma: float, thr: float, u: float, du: float
 ) -> None:
-    from sovereignspec.model.speedup import neighbour_slowdown
-    from sovereignspec.policy.evaluate import max_load_increase
+    from sovereignspec.model.speedup import max_load_increase, neighbour_slowdown
 
     bound = max_load_increase(np.array([[sigma]]), np.array([[thr]]), np.array([[u]]))[0]
     direct = float(neighbour_slowdown(sigma, du, u)) <= thr

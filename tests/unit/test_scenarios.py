@@ -11,7 +11,7 @@ import yaml
 
 from sovereignspec.cli.decide import decide_scenario, load_scenario
 from sovereignspec.cli.main import main
-from sovereignspec.policy.schedule import schedule_errors
+from tests.support import schedule_errors
 
 SCENARIOS = sorted((Path(__file__).resolve().parents[1] / "scenarios").glob("*.yaml"))
 REQUIRED = {

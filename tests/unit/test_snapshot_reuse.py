@@ -18,6 +18,7 @@ from sovereignspec.api.speculation_policy import SpeculationPolicySpec
 from sovereignspec.model.cluster import ClusterSnapshot, NamespaceInfo, NodeInfo, PodInfo, Reservation
 from sovereignspec.model.telemetry import GpuSample, PodRef, TelemetrySnapshot
 from sovereignspec.model.workload import CheckEntry, PodSetAssignment, PodSetInfo, WorkloadInfo
+from sovereignspec.policy.cache import carry_index, drop_index, index_of, with_reservations
 from sovereignspec.policy.decide import decide
 from sovereignspec.policy.request import AdmissionRequest, Policies
 
@@ -106,7 +107,7 @@ def test_derived_snapshot_decides_like_a_fresh_one(rounds: list[tuple[list[Reser
     base = _base()
     policy = SpeculationPolicySpec()
     for res, ns in rounds:  # one base, several reservation sets in turn: memos must not leak between them
-        derived = base.with_reservations(res, [])
+        derived = with_reservations(base, res, [])
         fresh = _base().model_copy(update={"reservations": res})
         pol = Policies(speculation=policy, sovereignty=[p for p in base.sovereignty_policies])
         a = decide(_request(ns), derived, pol, NOW)
@@ -118,10 +119,10 @@ def test_a_reservation_on_the_only_free_node_moves_an_isolated_tenant() -> None:
     """The derived snapshot sees the new reservation: bank-a (isolated) leaves the node bank-b holds."""
     base = _base()
     pol = Policies(speculation=SpeculationPolicySpec(), sovereignty=list(base.sovereignty_policies))
-    first = decide(_request("bank-a"), base.with_reservations([], []), pol, NOW)
+    first = decide(_request("bank-a"), with_reservations(base, [], []), pol, NOW)
     assert first.state == "Ready" and first.node is not None
     held = Reservation(namespace="bank-b", name="r", node=first.node, gpus=1)
-    second = decide(_request("bank-a"), base.with_reservations([held], []), pol, NOW)
+    second = decide(_request("bank-a"), with_reservations(base, [held], []), pol, NOW)
     assert second.state == "Ready" and second.node not in (None, first.node)
 
 
@@ -187,17 +188,17 @@ def test_carried_index_decides_like_a_fresh_one(
                 )
             )
         nxt = prev.model_copy(update={"pods": pods, "nodes": _edit_nodes(prev.nodes, node_edit)})
-        nxt.__dict__.pop("index", None)
+        drop_index(nxt)
         if tracked:  # the operator's way: the pods by key, and the keys it saw change (plus one spare)
             by_key = {(p.namespace, p.name): p for p in nxt.pods}
             old = {(p.namespace, p.name): p for p in prev.pods}
             maybe = {k for k in by_key.keys() | old.keys() if by_key.get(k) is not old.get(k)}
-            nxt.carry_index_from(prev, (by_key, maybe | {("shop", "eng")}))
+            carry_index(nxt, prev, (by_key, maybe | {("shop", "eng")}))
         else:
-            nxt.carry_index_from(prev)
-        assert nxt.index.how == "patched"
+            carry_index(nxt, prev)
+        assert index_of(nxt).how == "patched"
         fresh = nxt.model_copy()
-        fresh.__dict__.pop("index", None)
+        drop_index(fresh)
         assert (
             decide(_request(ns, speculate), nxt, pol, NOW).model_dump()
             == decide(_request(ns, speculate), fresh, pol, NOW).model_dump()

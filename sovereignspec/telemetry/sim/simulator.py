@@ -262,10 +262,6 @@ class Simulator:
             for key in sorted(wanted):
                 self.upsert_pod(wanted[key])
 
-    def set_overrides(self, overrides: Iterable[Override]) -> None:
-        with self.lock:
-            self.overrides = list(overrides)
-
     def _release(self, e: Engine) -> None:
         for d in e.devices:
             d.pods = [p for p in d.pods if p != e.key]

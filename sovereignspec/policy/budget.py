@@ -1,22 +1,23 @@
-"""Vectorised speculation evaluation over candidate nodes x batch ranges x draft budgets k.
+"""k*(B): the draft budget per batch range, and the vLLM schedule and `--speculative-config` it gives.
 
-One call of `evaluate_nodes` computes, for N nodes, R batch ranges (+1 column at the expected batch)
-and k = 0..kMax, the step ratio τ, S_real, the load increase Δu and every neighbour's slowdown ε, then
-picks k*(B) = argmax S_real under the self-benefit and neighbour-SLO conditions (ties → smaller k;
-k = 0 always qualifies with S_real = 1).
+For N nodes, R batch ranges (+1 column at the expected batch) and k = 0..kMax, `tables` computes the
+step ratio τ, S_real and the load increase Δu, and `evaluate_groups` picks k*(B) = argmax S_real under
+the two conditions (`sovereignspec.policy.conditions`; ties → smaller k; k = 0 always qualifies with
+S_real = 1). τ, S_real and Δu depend on a node only through its (curve, c_d, u): they are computed once
+per distinct triple (`Groups`; a large cluster has a few products and load levels, not one per node). A
+node adds only the largest load increase its neighbours tolerate, and its k* is read from a per-group
+table of the best budget under each prefix of passing budgets. `budget_on` turns the chosen nodes' k*
+into the schedule.
 
-τ, S_real and Δu depend on a node only through its (curve, c_d, u): they are computed once per
-distinct triple (`Groups`; a large cluster has a few products and load levels, not one per node). A
-node adds only the largest load increase its neighbours tolerate (`load_bounds`), and its k* is read
-from a per-group table of the best budget under each prefix of passing budgets.
-
-Neighbour check, conservative where DESIGN.md is silent: Δu is max(Δu at the observed load, Δu on an
-idle GPU), and budget k passes only if every budget below it passes too. Both keep the SLO guarantee
-when others' load drops, and make k* non-increasing as background load grows.
+The config JSON is compact (`,` and `:` separators, no spaces) with keys in this fixed order:
+`method`, `model` (the draft; omitted for ngram or when unknown), `num_speculative_tokens`,
+`num_speculative_tokens_per_batch_size` (a list of inclusive [start, end, k] ranges). Same
+decision, same bytes: the annotation never flaps.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from functools import cached_property
@@ -24,58 +25,16 @@ from functools import cached_property
 import numpy as np
 import numpy.typing as npt
 
-from sovereignspec.model.speedup import load_increase, step_ratio
-from sovereignspec.model.steptime import U_MAX, StepCurve, stretched
+from sovereignspec.api.speculation_decision import Reason
+from sovereignspec.model.speedup import load_increase, real_speedup, slack, step_ratio
+from sovereignspec.model.steptime import StepCurve, stretched
+from sovereignspec.policy.conditions import neighbour_slo, self_benefit
+from sovereignspec.policy.node_state import NodeInput
+from sovereignspec.policy.pin import Pin
+from sovereignspec.policy.record import ReasonType
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
-
-
-@dataclass(frozen=True)
-class NeighbourInput:
-    namespace: str
-    pod: str
-    sigma: float
-    margin: float | None  # None: not SLO-bound (no engine, no SLO claim): not constrained
-    u_total: float
-
-
-@dataclass(frozen=True, eq=False)
-class Neighbours:
-    """A node's co-located engines; their columns as arrays are made on first use (most nodes' are only
-    ever read through `load_bounds`, which reads the items of many nodes at once)."""
-
-    items: Sequence[NeighbourInput]
-    namespaces: frozenset[str] = frozenset()
-
-    @classmethod
-    def of(cls, items: Sequence[NeighbourInput]) -> Neighbours:
-        return cls(items=tuple(items), namespaces=frozenset(nb.namespace for nb in items))
-
-    @cached_property
-    def sigma(self) -> FloatArray:
-        return np.asarray([nb.sigma for nb in self.items], dtype=np.float64)
-
-    @cached_property
-    def margin(self) -> FloatArray:
-        """NaN: not SLO-bound."""
-        return np.asarray([np.nan if nb.margin is None else nb.margin for nb in self.items], dtype=np.float64)
-
-    @cached_property
-    def u_total(self) -> FloatArray:
-        return np.asarray([nb.u_total for nb in self.items], dtype=np.float64)
-
-
-NO_NEIGHBOURS = Neighbours.of(())
-
-
-@dataclass(frozen=True)
-class NodeInput:
-    name: str
-    curve: StepCurve
-    c_d: float
-    u: float
-    neighbours: Neighbours = NO_NEIGHBOURS
 
 
 @dataclass(frozen=True, eq=False)
@@ -210,64 +169,6 @@ class Evaluation:
             getattr(self, f.name)[rows] = getattr(other, f.name)
 
 
-def max_load_increase(sigma_j: FloatArray, thr_j: FloatArray, u_j: FloatArray) -> FloatArray:
-    """Largest Δu that keeps every neighbour j within its budget thr_j = m_j(1 - safety), per node.
-
-    eps_j(Δu) = (1 - sigma_j)·max(Δu, 0) / (1 - u_j - Δu) is increasing in Δu, so eps_j <= thr_j
-    is Δu <= D_j with D_j = thr_j·(1 - u_j) / (1 - sigma_j + thr_j) (and Δu < 1 - u_j, the GPU not
-    saturating); thr_j < 0 (already over its SLO) allows no increase at all (-inf), thr_j = inf
-    (not SLO-bound) any. Reducing over j turns a [N, J, R, K] check into one [N, R, K] comparison.
-    """
-    room = 1.0 - np.minimum(u_j, U_MAX)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        d = np.where(np.isinf(thr_j), np.inf, thr_j * room / (1.0 - sigma_j + thr_j))
-    d = np.where((1.0 - sigma_j + thr_j) <= 0, room, d)  # sigma_j = 1 and thr_j = 0: only saturation
-    d = np.minimum(d, np.where(np.isinf(thr_j), np.inf, np.nextafter(room, -np.inf)))
-    d = np.where(thr_j < 0, -np.inf, d)
-    out: FloatArray = d.min(axis=1) if d.shape[1] else np.full(d.shape[0], np.inf)
-    return out
-
-
-def load_bounds(neighbours: Sequence[Neighbours], safety: float) -> FloatArray:
-    """`max_load_increase` per node, its neighbours scattered into one padded [N, J] matrix (a padding
-    column, not SLO-bound, allows any increase); +inf for a node without neighbours."""
-    n_nodes = len(neighbours)
-    lens = np.fromiter((len(nb.items) for nb in neighbours), dtype=np.int64, count=n_nodes)
-    n_j = int(lens.max()) if n_nodes else 0
-    if not n_j:
-        return np.full(n_nodes, np.inf)
-    sigma_j = np.ones((n_nodes, n_j))
-    thr_j = np.full((n_nodes, n_j), np.inf)
-    u_j = np.zeros((n_nodes, n_j))
-    rows_j = np.repeat(np.arange(n_nodes), lens)  # rows repeat, columns count within a row
-    cols_j = np.arange(rows_j.size) - np.repeat(np.cumsum(lens) - lens, lens)
-    flat = [x for nb in neighbours for x in nb.items]
-    sigma_j[rows_j, cols_j] = [x.sigma for x in flat]
-    u_j[rows_j, cols_j] = [x.u_total for x in flat]
-    margin = np.asarray([np.nan if x.margin is None else x.margin for x in flat], dtype=np.float64)
-    thr_j[rows_j, cols_j] = np.where(np.isnan(margin), np.inf, margin * (1.0 - safety))
-    return max_load_increase(sigma_j, thr_j, u_j)
-
-
-def evaluate_nodes(
-    nodes: Sequence[NodeInput],
-    expected_length: FloatArray,
-    range_ends: Sequence[int],
-    expected_batch: int,
-    expected_range: int,
-    min_gain: float,
-    safety: float,
-) -> Evaluation:
-    groups, gid = Groups.of_nodes(nodes)
-    neighbours = [nd.neighbours for nd in nodes]
-    return evaluate_groups(
-        tables(groups, expected_length, range_ends, expected_batch, min_gain),
-        gid,
-        load_bounds(neighbours, safety),
-        expected_range,
-    )
-
-
 def tables(
     groups: Groups,
     expected_length: FloatArray,
@@ -292,7 +193,7 @@ def tables(
     u = groups.u[:, None, None]
     c_d = groups.c_d[:, None, None]
     tau = step_ratio(t0, g_b, g_bk, u, ks[None, None, :], c_d)
-    s_real = expected_length[None, None, :] / tau
+    s_real = real_speedup(expected_length[None, None, :], tau)
     # Conservative load increase: DESIGN's Δu at the observed load u, but never below Δu on an
     # otherwise idle GPU (other tenants' load can drop at any moment, which raises our share).
     tau0 = step_ratio(t0, g_b, g_bk, 0.0, ks[None, None, :], c_d)
@@ -300,26 +201,26 @@ def tables(
     # best[.., k] = argmax over budgets 0..k of S_real where it passes self-benefit, k = 0 at 1 (first
     # index on ties, and at the first NaN, as np.argmax): a budget becomes the best where it beats all
     # before it, and the best is the last budget that did.
-    score = np.where(s_real >= 1.0 + min_gain, s_real, -np.inf)
+    score = np.where(self_benefit(s_real, min_gain), s_real, -np.inf)
     score[..., 0] = 1.0
     before = np.maximum.accumulate(score, axis=2)[..., :-1]
     beats = (score[..., 1:] > before) | (np.isnan(score[..., 1:]) & ~np.isnan(before))
     at = np.where(beats, np.arange(1, n_k), 0)
     best = np.concatenate([np.zeros_like(at[..., :1]), np.maximum.accumulate(at, axis=2)], axis=2)
     step = stretched(t0_c[cid], g_b_c[cid][:, -1], groups.u)
-    return Tables(
-        s_real, du, np.maximum.accumulate(du, axis=2), best.astype(np.int64), step, t0_c[cid] / step
-    )
+    sigma = slack(t0_c[cid], g_b_c[cid][:, -1], groups.u)
+    return Tables(s_real, du, np.maximum.accumulate(du, axis=2), best.astype(np.int64), step, sigma)
 
 
 def evaluate_groups(t: Tables, gid: IntArray, bound: FloatArray, expected_range: int) -> Evaluation:
-    """`evaluate_nodes` for nodes of groups `gid` with neighbour load bounds `bound`: a budget k is safe
+    """k* per node of groups `gid` with neighbour load bounds `bound` (`conditions.neighbour_bounds`),
+    per range and at the expected batch, with what the record shows there: a budget k is safe
     only if every smaller budget is (the engine may run fewer draft tokens than num_speculative_tokens;
     this also makes k* non-increasing in background load), so the safe budgets are those where the
     running maximum of Δu stays within the bound, and k* is the best one among them. Δu is finite
     (t0 > 0, c_d ≥ 0, u < 1), so a node without neighbours (bound +inf) holds no budget back."""
     ranges = np.arange(t.best.shape[1])
-    n_safe = np.count_nonzero(t.reach[gid] <= bound[:, None, None], axis=2)  # [N, R+1]
+    n_safe = np.count_nonzero(neighbour_slo(t.reach[gid], bound), axis=2)  # [N, R+1]
     k_all: IntArray = t.best[gid[:, None], ranges[None, :], np.maximum(n_safe - 1, 0)]
     k_e = k_all[:, expected_range]
     return Evaluation(
@@ -331,3 +232,92 @@ def evaluate_groups(t: Tables, gid: IntArray, bound: FloatArray, expected_range:
         speedup_by_k=t.s_real[gid, -1, :],
         step_expected=t.step[gid],
     )
+
+
+def batch_ranges(breakpoints: Sequence[int], max_batch: int) -> list[tuple[int, int]]:
+    """[1, 2, 4] with max 16 → [(1, 1), (2, 3), (4, 16)]: each range ends where the next starts."""
+    ends = [b - 1 for b in breakpoints[1:]] + [max_batch]
+    return list(zip(breakpoints, ends, strict=True))
+
+
+def range_index(ranges: Sequence[tuple[int, int]], batch: int) -> int:
+    """The range holding `batch` (clamped into the covered span)."""
+    for i, (start, end) in enumerate(ranges):
+        if start <= batch <= end:
+            return i
+    return len(ranges) - 1 if batch > ranges[-1][1] else 0
+
+
+def merge_schedule(ranges: Sequence[tuple[int, int]], ks: Sequence[int]) -> list[list[int]]:
+    """Adjacent ranges with equal k merge: [[1,1,3],[2,3,3],[4,7,1]] → [[1,3,3],[4,7,1]]."""
+    out: list[list[int]] = []
+    for (start, end), k in zip(ranges, ks, strict=True):
+        if out and out[-1][2] == int(k) and out[-1][1] + 1 == start:
+            out[-1][1] = end
+        else:
+            out.append([start, end, int(k)])
+    return out
+
+
+def speculative_config(method: str, draft_model: str | None, schedule: Sequence[Sequence[int]]) -> str:
+    """The exact `--speculative-config` JSON string for a schedule whose max k is > 0."""
+    num = max(int(row[2]) for row in schedule)
+    cfg: dict[str, object] = {"method": method}
+    if draft_model and method != "ngram":
+        cfg["model"] = draft_model
+    cfg["num_speculative_tokens"] = num
+    cfg["num_speculative_tokens_per_batch_size"] = [[int(a), int(b), int(c)] for a, b, c in schedule]
+    return json.dumps(cfg, separators=(",", ":"))
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The speculation the chosen node(s) get: k* per range, merged into vLLM's schedule."""
+
+    schedule: list[list[int]]
+    num: int
+    """The largest k of the schedule (num_speculative_tokens)."""
+    enabled: bool
+    config: str
+    off: Reason | None
+    """Why speculation is off (None: on; a pinned config may run with an off reason)."""
+    method: str | None = None
+    draft_model: str | None = None
+    pin: Pin | None = None
+    """The template's pin the budget is (None: the decision's own)."""
+
+
+def budget_on(
+    placed_k: IntArray | None,
+    placed_k_self: IntArray | None,
+    off: Reason | None,
+    ranges: Sequence[tuple[int, int]],
+    method: str | None,
+    draft_model: str | None,
+    no_gain: str,
+) -> Budget:
+    """The per-range minimum of k* over the placed nodes (`placed_k`, [nodes, R]; None when one of
+    them was not evaluated). No budget anywhere is the neighbours' doing when the nodes' own k*
+    (`placed_k_self`, ignoring neighbours) had one, else no gain (`no_gain`: the message)."""
+    k_row: list[int] = [0] * len(ranges)
+    if placed_k is not None and placed_k_self is not None:
+        k_row = [int(x) for x in placed_k.min(axis=0)]
+        if max(k_row) == 0:
+            if int(placed_k_self.min(axis=0).max()) > 0:
+                off = Reason(
+                    type=ReasonType.NEIGHBOUR_SLO,
+                    message="a co-located neighbour's SLO margin leaves no draft budget",
+                )
+            else:
+                off = Reason(type=ReasonType.NO_GAIN, message=no_gain)
+    schedule = merge_schedule(ranges, k_row)
+    num = max(k_row)
+    enabled = num > 0 and off is None
+    config = speculative_config(method or "", draft_model, schedule) if enabled else ""
+    return Budget(schedule, num, enabled, config, off, method, draft_model)
+
+
+def pinned_budget(pin: Pin, max_batch: int, off: Reason | None) -> Budget:
+    """What a template's pin runs, with its own k (at most kMax: `pin.read_pin` refuses more)."""
+    schedule = pin.schedule or [[1, max_batch, pin.k]]
+    return Budget(schedule, pin.k, pin.k > 0, pin.config, off, pin.method, pin.draft_model, pin)

@@ -1,0 +1,228 @@
+"""Per-decision access to the facts memoised on a snapshot's index: a tenant's rules, a node's
+occupants and isolation, its GPU state and neighbours, its evaluation input, and the value-keyed memos
+(profile book, acceptance estimate, step curves, neighbour slack) the rules would otherwise recompute.
+
+Every fact is computed by a rule module; this module only names it (`FactKey`) and keeps it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TypeVar, cast
+
+from sovereignspec.api.speculation_decision import Reason
+from sovereignspec.api.speculation_policy import AcceleratorProfile, BetaPrior, SpeculationPolicySpec
+from sovereignspec.model.acceptance import AcceptanceEstimate, estimate_acceptance
+from sovereignspec.model.cluster import ClusterSnapshot, NodeInfo
+from sovereignspec.model.profiles import ProfileBook, profile_book
+from sovereignspec.model.steptime import StepCurve
+from sovereignspec.model.telemetry import AcceptanceSample, GpuSample
+from sovereignspec.model.workload import WorkloadInfo
+from sovereignspec.policy.cache.index import SnapshotIndex, index_of
+from sovereignspec.policy.cache.keys import FactKey, Same
+from sovereignspec.policy.claims import parse_slo_ms
+from sovereignspec.policy.node_state import (
+    GpuInfo,
+    Neighbours,
+    NodeInput,
+    NodeView,
+    gpu_state,
+    neighbour_inputs,
+    neighbour_sigma,
+    node_input,
+)
+from sovereignspec.policy.request import Policies
+from sovereignspec.policy.sovereignty import (
+    TenantRules,
+    is_system_namespace,
+    isolation_allows,
+    rules_or_strict,
+)
+
+_T = TypeVar("_T")
+
+
+class Facts:
+    """One decision's view of the snapshot: the request's workload and tenant rules, and the facts the
+    index keeps for the life of the snapshot (and of the snapshots carried from it)."""
+
+    def __init__(
+        self, snap: ClusterSnapshot, policies: Policies, wl: WorkloadInfo, rules: TenantRules
+    ) -> None:
+        self.snap = snap
+        self.idx: SnapshotIndex = index_of(snap)
+        self.policies = policies
+        self.policy: SpeculationPolicySpec = policies.speculation
+        self.wl = wl
+        self.rules = rules
+        self.sov = Same(policies.sovereignty)
+        self.spec = Same(policies.speculation)
+        self.system_namespaces = frozenset(self.policy.system_namespaces)
+        # Looked up per neighbour on a cold index: one dict each, fetched once per decision.
+        self._ns_rules: dict[str, TenantRules] = self.memo(FactKey("ns-rules", scope=(self.sov,)), dict)
+        self._slo_ms: dict[tuple[str, str | None, float, float], float] = self.memo(
+            FactKey("slo-ms", scope=(self.sov,)), dict
+        )
+        self._curves: dict[Same, tuple[StepCurve, dict[tuple[float, float], float]]] = self.memo(
+            FactKey("curves"), dict
+        )
+        self._book: ProfileBook | None = None
+
+    def memo(self, key: FactKey, build: Callable[[], _T]) -> _T:
+        """`build()` kept on the index under `key`."""
+        hit = self.idx.memo.get(key)
+        if hit is None:
+            hit = build()
+            self.idx.memo[key] = hit
+        return cast(_T, hit)
+
+    # -- values the rules recompute otherwise (pure in their keys)
+
+    def profiles(self) -> ProfileBook:
+        if self._book is None:
+            key = FactKey("profiles", scope=(self.spec,))
+            self._book = self.memo(key, lambda: profile_book(self.policy))
+        return self._book
+
+    def _curve_entry(self, profile: AcceleratorProfile) -> tuple[StepCurve, dict[tuple[float, float], float]]:
+        key = Same(profile)
+        got = self._curves.get(key)
+        if got is None:
+            got = self._curves[key] = (StepCurve.from_profile(profile), {})
+        return got
+
+    def curve(self, profile: AcceleratorProfile) -> StepCurve:
+        """One curve object per profile: nodes are grouped by curve object."""
+        return self._curve_entry(profile)[0]
+
+    def sigma(self, profile: AcceleratorProfile, running: float, u_total: float) -> float:
+        """A neighbour's slack (a cluster has few products, running counts and load levels)."""
+        curve, known = self._curve_entry(profile)
+        got = known.get((running, u_total))
+        if got is None:
+            got = known[(running, u_total)] = neighbour_sigma(curve, running, u_total)
+        return got
+
+    def estimate(
+        self, prior: BetaPrior, sample: AcceptanceSample | None, k_max: int, q: float
+    ) -> AcceptanceEstimate:
+        scope: tuple[object, ...] = (prior.mean, prior.strength, k_max, q)
+        if sample is not None:
+            scope += (
+                sample.drafts,
+                sample.draft_tokens,
+                sample.accepted,
+                tuple(sample.accepted_per_position),
+            )
+        return self.memo(
+            FactKey("estimate", scope=scope), lambda: estimate_acceptance(prior, sample, k_max, q)
+        )
+
+    # -- tenants and isolation
+
+    def ns_rules(self, namespace: str) -> TenantRules:
+        """Another tenant's rules (strict when its policies contradict)."""
+        got = self._ns_rules.get(namespace)
+        if got is None:
+            got = rules_or_strict(namespace, self.idx.ns_labels, self.policies.sovereignty)
+            self._ns_rules[namespace] = got
+        return got
+
+    def slo_ms(self, namespace: str, raw: str | None, default_ms: float) -> float:
+        """A neighbour's SLO claim clamped like the workload's own (its tenant's minTpotSloMs, else the
+        policy's global floor)."""
+        floor = self.policy.min_tpot_slo_ms
+        key = (namespace, raw, default_ms, floor)
+        got = self._slo_ms.get(key)
+        if got is None:
+            got = self._slo_ms[key] = parse_slo_ms(raw, default_ms, self.ns_rules(namespace), floor)[0]
+        return got
+
+    def pod_occupants(self, node: str) -> frozenset[str]:
+        """Namespaces of the node's active pods, DaemonSet pods included, but for the system namespaces
+        the policy lists."""
+        exempt = self.system_namespaces
+
+        def build() -> frozenset[str]:
+            return frozenset(
+                p.namespace
+                for p in self.idx.pods_by_node.get(node, ())
+                if not is_system_namespace(p.namespace, self.idx.ns_labels, exempt)
+            )
+
+        return self.memo(FactKey("pod-occupants", node, (exempt,)), build)
+
+    def occupants(self, node: str) -> frozenset[str]:
+        """Namespaces holding the node: non-infrastructure active pods and trusted reservations (this
+        snapshot's only: reservations change per decision). The request's own reservation is in its own
+        namespace, hence its own tenant, which isolation skips."""
+        key = FactKey("occupants", node, (self.system_namespaces,))
+        hit = self.idx.rmemo.get(key)
+        if isinstance(hit, frozenset):
+            return hit
+        pods = self.pod_occupants(node)
+        held = self.idx.reservations_by_node.get(node)
+        frozen = pods | {r.namespace for r, _ in held} if held else pods
+        self.idx.rmemo[key] = frozen
+        return frozen
+
+    def isolation_ok(self, node: str) -> bool:
+        """I2 and I3 for our tenant on this node."""
+        return self.isolation_among(node, self.occupants(node))
+
+    def isolation_among(self, node: str, occupants: frozenset[str]) -> bool:
+        """I2 and I3 for our tenant on a node held by `occupants` (kept while they are the same)."""
+        key = FactKey("isolation", node, (self.wl.namespace, self.sov))
+        hit = self.idx.memo.get(key)
+        if isinstance(hit, tuple) and hit[0] == occupants:
+            return bool(hit[1])
+        ok = isolation_allows(self.rules, occupants, self.idx.ns_labels, self.ns_rules)
+        self.idx.memo[key] = (occupants, ok)
+        return ok
+
+    def free_gpus(self, node: NodeInfo) -> int:
+        """Allocatable GPUs less bound pods' and other workloads' reservations."""
+        reserved = sum(
+            left
+            for r, left in self.idx.reservations_by_node.get(node.name, ())
+            if not (r.namespace == self.wl.namespace and r.name == self.wl.name)
+        )
+        return node.gpu_allocatable - self.idx.gpu_used.get(node.name, 0) - reserved
+
+    # -- a node's GPUs and engines
+
+    def gpu_state(self, node: NodeInfo) -> GpuInfo:
+        agg = self.policy.slack_aggregation
+        samples = self.idx.gpus_by_node.get(node.name, [])
+        return self.memo(FactKey("gpu", node.name, (agg,)), lambda: gpu_state(node, samples, agg))
+
+    def neighbours(
+        self, node: NodeInfo, gpus: Sequence[GpuSample] | None = None, own: bool = True
+    ) -> Neighbours:
+        """Co-located engines on the node's GPUs with free capacity (request-independent, kept per node
+        and policies); `own=False` keeps the request's own old pods (the evaluation drops them later)."""
+        free = self.gpu_state(node)[0] if gpus is None else gpus
+        idx = self.idx
+
+        def build() -> Neighbours:
+            view = NodeView(
+                node, idx.gpus_by_node.get(node.name, []), idx.pods_by_node.get(node.name, ()),
+                idx.pod_by_key, idx.engine_by_pod,
+            )  # fmt: skip
+            found = neighbour_inputs(view, free, self.profiles(), self.policy, self.slo_ms, self.sigma)
+            return Neighbours.of(found)
+
+        found = self.memo(FactKey("neighbours", node.name, (self.spec, self.sov)), build)
+        return found.without_workload(self.wl.namespace, self.wl.name) if own else found
+
+    def node_input(
+        self, node: NodeInfo, info: GpuInfo, method: str, target: str | None
+    ) -> NodeInput | Reason:
+        """The node's evaluation input, or why speculation is off there."""
+        key = FactKey("node-input", node.name, (self.spec, self.sov, method, target))
+
+        def build() -> NodeInput | Reason:
+            nbs = lambda: self.neighbours(node, info[0], own=False)  # noqa: E731
+            return node_input(node, info, self.profiles(), method, target, nbs, self.curve)
+
+        return self.memo(key, build)

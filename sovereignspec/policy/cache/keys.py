@@ -1,0 +1,43 @@
+"""Typed, frozen keys for memoised facts.
+
+A fact is named by its kind, the node it is about (None: about no single node) and what else it
+reads (`scope`). An object the fact depends on by identity (a policy, a profile, a curve) is held in
+the key through `Same`: equal only to itself, hashed by identity, and kept alive by the key, so an
+identity never outlives the object it names.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+class Same:
+    """An object compared by identity (frozen policies hold lists: hashing them by value is not an
+    option, and comparing them by value on every lookup would cost more than the fact)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: object) -> None:
+        self.obj = obj
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Same) and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+
+class FactKey(NamedTuple):
+    """Immutable and typed; a named tuple, so that hashing and comparing it stay in C (a cold decision
+    over 500 nodes makes thousands)."""
+
+    kind: str
+    node: str | None = None
+    """The node the fact is about: a patch that touches the node drops it. None: no single node."""
+    scope: tuple[object, ...] = ()
+    """Everything else the fact depends on (values, or `Same` objects)."""
+
+    @property
+    def slot(self) -> object:
+        """The group the fact is kept in: its node, or its kind for facts about no single node."""
+        return self.node if self.node is not None else ("kind", self.kind)

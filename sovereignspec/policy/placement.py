@@ -1,0 +1,169 @@
+"""Placement: which candidate gets the workload, and the additive pod-set updates that pin it there.
+
+- Interactive with speculation allowed: highest S_real at the expected batch, then more slack, then
+  node name. Placement `Throughput` (opt-in, `spec.placement`) ranks by S_real(k*, B) / t_u(B) instead,
+  the predicted decode tokens/s per sequence (S = 1 where speculation is off on the node; 0 when the
+  node's profile or load is unknown).
+- Plain (batch, or speculation off for the workload): the most loaded node that fits (background
+  tensor load u when known, else the allocated GPU fraction), then name.
+- Keys are compared rounded to 1e-9 so that float noise never breaks a tie the name should break.
+- Updates are additive (I4): a key the template (or the flavor) already sets to another value is
+  dropped with a TemplateConflict reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from sovereignspec.api.meta import (
+    ANNOTATION_DECISION,
+    ANNOTATION_SPECULATIVE_CONFIG,
+    LABEL_HOSTNAME,
+    LABEL_SPECULATIVE,
+)
+from sovereignspec.api.speculation_decision import PodSetUpdate, Reason
+from sovereignspec.model.cluster import NodeInfo
+from sovereignspec.model.speedup import slack_scalar
+from sovereignspec.model.steptime import stretched
+from sovereignspec.model.workload import WorkloadInfo
+from sovereignspec.policy.budget import Budget
+from sovereignspec.policy.cache.facts import Facts
+from sovereignspec.policy.claims import Claims, shown
+from sovereignspec.policy.node_state import GpuInfo, plain_inputs
+from sovereignspec.policy.pin import Pins
+from sovereignspec.policy.record import ReasonType
+from sovereignspec.policy.sovereignty import TenantRules
+from sovereignspec.policy.speculation import Options
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Placement:
+    order: list[int]
+    """Candidates, best first."""
+    placed: list[int]
+    """The candidates the pods go to: the best one, or every candidate under TAS."""
+    rate: FloatArray | None
+    """Placement Throughput's key per candidate (None: the other placement)."""
+
+    @property
+    def chosen(self) -> int:
+        return self.order[0]
+
+    def rate_of(self, options: Options, c: int) -> float | None:
+        r = None if self.rate is None else float(self.rate[options.cands.canon[c]])
+        return r if r is not None and r > 0 else None
+
+
+def choose(facts: Facts, options: Options, speculating: bool, claims: Claims, tas: bool) -> Placement:
+    """Rank the candidates (see the module docstring); `speculating`: the workload may speculate."""
+    cands = options.cands
+    n_cand = len(cands.nodes)
+    rate: FloatArray | None = None
+    if speculating:
+        key1, key2 = np.ones(n_cand), np.full(n_cand, -1.0)
+        hit = options.at >= 0
+        ev = options.evaluation
+        if ev is not None:
+            key1[hit] = ev.speedup_expected[options.at[hit]]
+            key2[hit] = ev.slack_expected[options.at[hit]]
+        if facts.policy.placement == "Throughput":
+            key1 = rate = _predicted_rates(facts, options, claims)
+    else:
+        alloc_n = cands.rows.alloc[cands.at]
+        alloc = np.zeros(n_cand)
+        np.divide(cands.free, alloc_n, out=alloc, where=alloc_n != 0)
+        alloc = np.where(alloc_n != 0, 1.0 - alloc, 0.0)
+        gpu = options.gpu
+        u_c = gpu.u[cands.at[cands.canon]] if gpu is not None else np.full(n_cand, np.nan)
+        key1 = np.where(np.isnan(u_c), alloc, u_c)
+        key2 = alloc
+    name_rank = cands.rows.rank[cands.at]
+    order = np.lexsort((name_rank, -np.round(key2, 9), -np.round(key1, 9))).tolist()
+    return Placement(order, order if tas else [order[0]], rate)
+
+
+def _predicted_rates(facts: Facts, options: Options, claims: Claims) -> FloatArray:
+    """Placement Throughput's key: decode tokens/s per sequence at the expected batch, S_real(k*, B) /
+    t_u(B). Evaluated nodes in one vectorised step; a node where speculation is off (no draft memory,
+    ...) runs plain, S = 1, at 1 / t_u(B) when its profile and load are known; otherwise 0 (last)."""
+    cands, ev, at = options.cands, options.evaluation, options.at
+    hit = at >= 0
+    rate = np.zeros(len(cands.nodes))
+    if ev is not None and hit.any():
+        rate[hit] = ev.speedup_expected[at[hit]] / ev.step_expected[at[hit]]
+    for i in np.nonzero(~hit)[0].tolist():
+        step = plain_step(facts, cands.nodes[i], claims, options.gpu_info(i))
+        if step is not None and step > 0:
+            rate[i] = 1.0 / step
+    return rate
+
+
+def plain_step(facts: Facts, node: NodeInfo, claims: Claims, info: GpuInfo) -> float | None:
+    """t_u(B) at the expected batch on a node that was not evaluated, when computable."""
+    got = plain_inputs(node, info, facts.profiles(), claims.target_model, claims.expected_batch, facts.curve)
+    return None if got is None else float(stretched(*got))
+
+
+def plain_slack(facts: Facts, node: NodeInfo, claims: Claims, info: GpuInfo) -> float | None:
+    """sigma at the expected batch on a node that was not evaluated (speculation off), when computable."""
+    got = plain_inputs(node, info, facts.profiles(), claims.target_model, claims.expected_batch, facts.curve)
+    return None if got is None else slack_scalar(*got)
+
+
+def pod_set_updates(
+    wl: WorkloadInfo,
+    rules: TenantRules,
+    node: NodeInfo,
+    budget: Budget,
+    tas: bool,
+    flavor_labels_by_set: Mapping[str, Mapping[str, str]],
+    pins: Pins,
+) -> tuple[list[PodSetUpdate], list[Reason]]:
+    """Pin the pods to `node` (its jurisdiction labels, the tenant's nodeSelector, its hostname unless
+    TAS placed them) and label them with the speculation, additively. A pod set whose template pins its
+    speculation gets the label and config of its own pin."""
+    conflicts: list[Reason] = []
+    selector: dict[str, str] = {key: node.labels[key] for key in sorted(rules.jurisdictions)}
+    selector.update(rules.node_selector)
+    if not tas:
+        selector[LABEL_HOSTNAME] = node.labels.get(LABEL_HOSTNAME, node.name)
+
+    def additive(ps_name: str, kind: str, want: dict[str, str], have: Mapping[str, str]) -> dict[str, str]:
+        kept = {}
+        for k, v in sorted(want.items()):
+            if k in have and have[k] != v:
+                msg = f"pod set {ps_name}: {kind} {k}={shown(have[k])} in the template; not overriding"
+                conflicts.append(Reason(type=ReasonType.TEMPLATE_CONFLICT, message=msg))
+            else:
+                kept[k] = v
+        return kept
+
+    out = []
+    for ps in wl.pod_sets:
+        gpu = ps.gpus_per_pod > 0
+        own = pins.by_set.get(ps.name)
+        on, cfg = (own.k > 0, own.config) if own is not None else (budget.enabled, budget.config)
+        labels = {LABEL_SPECULATIVE: "on" if on else "off"} if gpu else {}
+        annotations = {ANNOTATION_DECISION: wl.name}
+        if gpu:
+            annotations[ANNOTATION_SPECULATIVE_CONFIG] = cfg
+        if own is not None:  # what the template pins stays the template's: only what it lacks is added
+            labels = {k: v for k, v in labels.items() if ps.labels.get(k) != v}
+            annotations = {k: v for k, v in annotations.items() if ps.annotations.get(k) != v}
+        fixed = {**flavor_labels_by_set.get(ps.name, {}), **ps.node_selector}
+        out.append(
+            PodSetUpdate(
+                name=ps.name,
+                labels=additive(ps.name, "label", labels, ps.labels),
+                annotations=additive(ps.name, "annotation", annotations, ps.annotations),
+                node_selector=additive(ps.name, "nodeSelector", selector, fixed),
+                tolerations=[t for t in rules.tolerations if t not in ps.tolerations],
+            )
+        )
+    return out, conflicts
