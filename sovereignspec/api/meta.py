@@ -7,6 +7,7 @@ rejecting them.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Literal
 
 from pydantic import ConfigDict, Field
@@ -104,3 +105,12 @@ class LabelSelector(Model):
             if req.operator == "NotIn" and present and labels[req.key] in req.values:
                 return False
         return True
+
+
+RFC3339 = "%Y-%m-%dT%H:%M:%SZ"
+"""metav1.Time's wire form: UTC, second precision, trailing Z."""
+
+
+def rfc3339(t: datetime) -> str:
+    """`t` as metav1.Time writes it."""
+    return t.astimezone(UTC).strftime(RFC3339)

@@ -7,10 +7,11 @@ returns the condition to apply, or None when the current one already says the sa
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from sovereignspec.api.meta import GROUP
+from sovereignspec.api.meta import GROUP, rfc3339
+from sovereignspec.api.speculation_decision import MESSAGE_CHARS
 from sovereignspec.api.speculation_policy import SpeculationPolicy
 
 
@@ -36,7 +37,7 @@ def desired_active(
     if policy is None:
         return "False", "PolicyNotFound", f"SpeculationPolicy {name!r} does not exist"
     if isinstance(policy, str):
-        return "False", "PolicyInvalid", f"SpeculationPolicy {name!r} is invalid: {policy}"[:32768]
+        return "False", "PolicyInvalid", f"SpeculationPolicy {name!r} is invalid: {policy}"[:MESSAGE_CHARS]
     return "True", "Active", f"SovereignSpec answers this check with SpeculationPolicy {name!r}"
 
 
@@ -69,9 +70,7 @@ def active_condition(
         "status": status,
         "reason": reason,
         "message": message,
-        "lastTransitionTime": since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        if since is not None
-        else current["lastTransitionTime"],  # type: ignore[index]  # keep implies current
+        "lastTransitionTime": rfc3339(since) if since is not None else current["lastTransitionTime"],  # type: ignore[index]  # keep implies current
     }
     if generation is not None:
         cond["observedGeneration"] = generation

@@ -27,7 +27,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from sovereignspec.api.base import bounded
-from sovereignspec.api.speculation_decision import SpeculationDecision
+from sovereignspec.api.speculation_decision import MESSAGE_CHARS, SpeculationDecision
 from sovereignspec.api.speculation_policy import SpeculationPolicy
 from sovereignspec.kube.ssa import (
     apply_admission_check_condition,
@@ -47,7 +47,7 @@ from sovereignspec.model.cluster import (
     same_items,
 )
 from sovereignspec.model.telemetry import PodRef, TelemetrySnapshot
-from sovereignspec.model.workload import WorkloadInfo
+from sovereignspec.model.workload import CheckEntry, WorkloadInfo
 from sovereignspec.operator.admission_checks import active_condition
 from sovereignspec.operator.drift import DRIFT, drift_condition, evaluate_drift, grace_over
 from sovereignspec.operator.health import HealthState
@@ -100,6 +100,16 @@ class Views:
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
+
+
+def _parse_time(raw: object) -> datetime | None:
+    """A metav1.Time string as a datetime (None when absent or unreadable)."""
+    if not isinstance(raw, str):
+        return None
+    try:
+        return datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 class Controller:
@@ -296,21 +306,16 @@ class Controller:
                         field_manager=f"{self.settings.field_manager}-drift",
                     )
                 if result.drifted and result.reconfigure and grace_over(cond or previous, result, now):
-                    retry = {
-                        "name": dec.spec.admission_check,
-                        "state": "Retry",
-                        "message": f"SovereignSpec: speculation drifted, re-admitting: {result.message}"[
-                            :32768
-                        ],
-                        "lastTransitionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                    }
+                    drifted_msg = f"SovereignSpec: speculation drifted, re-admitting: {result.message}"
+                    new = CheckEntry(name=dec.spec.admission_check, state="Retry", message=drifted_msg)
+                    retry = entry_wire(set_admission_check_state(entry, new, now))
                     await self._apply_entry(wl, retry, _resource_version(body))
                     outcome = "reconfigured"
                     _post_event(
                         body,
                         type="Normal",
                         reason="SpeculationDrifted",
-                        message=retry["message"][:1024],
+                        message=str(retry["message"])[:1024],
                     )
             except Exception as exc:  # one decision's trouble never ends the sweep for the others
                 DECISION_ERRORS.labels(stage="drift").inc()
@@ -602,17 +607,14 @@ class Controller:
         Event and `sovereignspec_decision_errors_total{stage="parse"}` say why.
         """
         DECISION_ERRORS.labels(stage="parse").inc()
-        message = f"SovereignSpec cannot read this Workload: {why}"[:32768]
+        message = f"SovereignSpec cannot read this Workload: {why}"[:MESSAGE_CHARS]
         if raw_entry.get("state") != "Pending" or raw_entry.get("message") == message:
             return
         meta = body["metadata"]
-        entry = {
-            "name": raw_entry["name"],
-            "state": "Pending",
-            "message": message,
-            "lastTransitionTime": raw_entry.get("lastTransitionTime")
-            or _utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"),
-        }
+        since = _parse_time(raw_entry.get("lastTransitionTime"))
+        previous = CheckEntry(name=raw_entry["name"], state="Pending", last_transition_time=since)
+        new = CheckEntry(name=raw_entry["name"], state="Pending", message=message)
+        entry = entry_wire(set_admission_check_state(previous, new, _utcnow()))
         try:
             await self._api_call(
                 apply_workload_check,

@@ -8,9 +8,11 @@ and the grace period (hysteresis) before reconfigureOnDrift re-admits a workload
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
+from sovereignspec.api.meta import rfc3339
+from sovereignspec.api.speculation_decision import MESSAGE_CHARS
 from sovereignspec.policy.decision import DRIFT
 from sovereignspec.policy.drift import UNKNOWN, DriftResult, evaluate_drift, k_at
 
@@ -43,10 +45,10 @@ def drift_condition(
         "type": DRIFT,
         "status": status,
         "reason": reason,
-        "message": result.message[:32768],
+        "message": result.message[:MESSAGE_CHARS],
         "lastTransitionTime": previous["lastTransitionTime"]  # type: ignore[index]
         if keep
-        else now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        else rfc3339(now),
     }
     if generation is not None:
         cond["observedGeneration"] = generation

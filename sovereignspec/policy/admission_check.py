@@ -7,12 +7,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
+from sovereignspec.api.meta import rfc3339
+from sovereignspec.api.speculation_decision import MESSAGE_CHARS
 from sovereignspec.model.workload import CheckEntry
-
-MESSAGE_LIMIT = 32768
-"""Kueue's maxLength for `admissionChecks[].message`."""
 
 
 def set_admission_check_state(previous: CheckEntry | None, new: CheckEntry, now: datetime) -> CheckEntry:
@@ -29,7 +28,7 @@ def entry_wire(entry: CheckEntry) -> dict[str, object]:
     out: dict[str, object] = {
         "name": entry.name,
         "state": entry.state,
-        "message": entry.message[:MESSAGE_LIMIT],
+        "message": entry.message[:MESSAGE_CHARS],
         "lastTransitionTime": rfc3339(entry.last_transition_time) if entry.last_transition_time else None,
     }
     if entry.pod_set_updates:
@@ -37,8 +36,3 @@ def entry_wire(entry: CheckEntry) -> dict[str, object]:
     if entry.requeue_after_seconds is not None:
         out["requeueAfterSeconds"] = entry.requeue_after_seconds
     return out
-
-
-def rfc3339(t: datetime) -> str:
-    """metav1.Time wire form: UTC, second precision, trailing Z."""
-    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
