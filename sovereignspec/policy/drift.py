@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sovereignspec.api.meta import ANNOTATION_DECISION, CONTROLLER_NAME, LABEL_GPU_PRODUCT, PREFIX
-from sovereignspec.api.speculation_decision import SpeculationDecision
+from sovereignspec.api.speculation_decision import SpeculationDecision, SpeculationDecisionStatus
 from sovereignspec.api.speculation_policy import SpeculationPolicySpec
 from sovereignspec.model.cluster import ClusterSnapshot, NodeInfo, PodInfo
 from sovereignspec.model.profiles import profile_book
@@ -166,6 +166,33 @@ def evaluate_drift(
     if st is None or st.node is None or st.state != "Ready":
         return None
     node = st.node
+    restricted = _one_node_snapshot(wl, st, snap, controller_name)
+    as_pending = wl.model_copy(
+        update={
+            "checks": [c.model_copy(update={"state": "Pending"}) if c.name == check else c for c in wl.checks]
+        }
+    )
+    req, policies = request_for(as_pending, restricted, controller_name)
+    fresh = decide(req, restricted, policies, now)
+    if any(r.type in UNKNOWN for r in fresh.reasons):
+        return None
+    admitted = st.speculative.config
+    if fresh.state != "Ready":
+        current, why = "", f"node {node} would no longer be chosen now ({fresh.reason}: {fresh.message})"
+    else:
+        current = fresh.speculative.config
+        # Configs only, no live figures: the condition is rewritten only when the verdict changes.
+        why = configs_message(node, admitted, current)
+    return _verdict(wl, policies.speculation, fresh.speedup_by_k, admitted, current, why)
+
+
+def _one_node_snapshot(
+    wl: WorkloadInfo, st: SpeculationDecisionStatus, snap: ClusterSnapshot, controller_name: str
+) -> ClusterSnapshot:
+    """The snapshot a one-node decision on the admitted node reads, without the workload's own pods,
+    reservation and load."""
+    assert st.node is not None
+    node = st.node
     own = (wl.namespace, wl.name)
     idx = index_of(snap)
     # What a one-node decision reads: the node's pods and those its GPU samples name (a sweep over
@@ -207,7 +234,7 @@ def evaluate_drift(
                 ],
             }
         )
-    restricted = ClusterSnapshot(
+    return ClusterSnapshot(
         nodes=[node_info] if node_info is not None else [],
         pods=[p for p in near.values() if not is_own(p)],
         namespaces=snap.namespaces,
@@ -219,33 +246,29 @@ def evaluate_drift(
         workloads=snap.workloads,
         telemetry=tel,
     )
-    as_pending = wl.model_copy(
-        update={
-            "checks": [c.model_copy(update={"state": "Pending"}) if c.name == check else c for c in wl.checks]
-        }
-    )
-    req, policies = request_for(as_pending, restricted, controller_name)
-    fresh = decide(req, restricted, policies, now)
-    if any(r.type in UNKNOWN for r in fresh.reasons):
-        return None
-    if fresh.state != "Ready":
-        current, why = "", f"node {node} would no longer be chosen now ({fresh.reason}: {fresh.message})"
-    else:
-        current = fresh.speculative.config
-        # Configs only, no live figures: the condition is rewritten only when the verdict changes.
-        why = configs_message(node, admitted, current)
+
+
+def _verdict(
+    wl: WorkloadInfo,
+    policy: SpeculationPolicySpec,
+    speedup_by_k: list[float],
+    admitted: str,
+    current: str,
+    why: str,
+) -> DriftResult:
+    """Drifted when k at the expected batch changes (a larger k only for a material gain)."""
     batch = read_claims(
         wl.pod_sets[0].annotations if wl.pod_sets else {},
-        policies.speculation,
+        policy,
         TenantRules(tenant=wl.namespace),
     ).expected_batch
     before, after = k_at(admitted, batch), k_at(current, batch)
     drifted = before != after
-    if drifted and 0 < before < after and before < len(fresh.speedup_by_k) > after:
+    if drifted and 0 < before < after and before < len(speedup_by_k) > after:
         # A larger budget is worth a restart only for a material gain (hysteresis): noise in the
         # acceptance counters moves the argmax between neighbouring k of nearly equal S_real.
-        s_before, s_after = fresh.speedup_by_k[before], fresh.speedup_by_k[after]
-        drifted = s_after > s_before * (1.0 + policies.speculation.min_gain)
+        s_before, s_after = speedup_by_k[before], speedup_by_k[after]
+        drifted = s_after > s_before * (1.0 + policy.min_gain)
         if not drifted:
             why = (
                 f"k at expected batch {batch}: {before} would become {after}, predicted S_real "
@@ -258,8 +281,8 @@ def evaluate_drift(
         admitted_config=admitted,
         current_config=current,
         message=why,
-        reconfigure=policies.speculation.reconfigure_on_drift,
-        grace_seconds=policies.speculation.drift_grace_seconds,
+        reconfigure=policy.reconfigure_on_drift,
+        grace_seconds=policy.drift_grace_seconds,
     )
 
 
