@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _published(args: argparse.Namespace) -> int:
-    from sovereignspec.evidence.calibration import PUBLISHED, fit, policy_fragment
+    from sovereignspec.evidence.calibration import PUBLISHED, Fit, fit, out_of_sample, policy_fragment
 
     known = {c.key: c for c in PUBLISHED}
     keys = args.curve or list(known)
@@ -134,12 +134,27 @@ def _published(args: argparse.Namespace) -> int:
         print(f"unknown curve(s) {', '.join(bad)}; known: {', '.join(known)}", file=sys.stderr)
         return 2
     fits = [fit(known[k]) for k in keys]
+
+    def r4(x: float | None) -> float | None:
+        return None if x is None else round(x, 4)
+
+    keys = ("inSampleMape", "looMape", "extrapolationMape")
+
+    def oos(f: Fit) -> dict[str, object]:
+        o = out_of_sample(f.curve)
+        return {"looMape": r4(o.loo_mape), "looMax": r4(o.loo_max),
+                "extrapolationMape": r4(o.extrapolation_mape), "extrapolationMax": r4(o.extrapolation_max),
+                "looAlphas": list(o.loo_alphas), "extrapolationAlpha": o.extrapolation_alpha,
+                "byAlpha": {str(a): dict(zip(keys, map(r4, v), strict=True))
+                            for a, v in o.by_alpha.items()}}  # fmt: skip
+
     report = [
         {
             "curve": f.curve.key,
             "mape": round(f.mape, 4),
             "observed": list(f.curve.speedups),
             "predicted": list(f.predicted),
+            "outOfSample": oos(f),
         }
         for f in fits
     ]
@@ -150,7 +165,13 @@ def _published(args: argparse.Namespace) -> int:
     import yaml
 
     for r in report:
-        print(f"# {r['curve']}: MAPE {100 * float(r['mape']):.1f}%")  # type: ignore[arg-type]
+        o = r["outOfSample"]
+        ext = o["extrapolationMape"]  # type: ignore[index]
+        print(
+            f"# {r['curve']}: MAPE in sample {100 * float(r['mape']):.1f}%, leave-one-out "  # type: ignore[arg-type]
+            f"{100 * o['looMape']:.1f}%, extrapolation B>24 "  # type: ignore[index]
+            f"{'n/a' if ext is None else f'{100 * ext:.1f}%'} (alpha fitted over 0.6-0.9)"
+        )
     print(yaml.safe_dump(fragment, sort_keys=False, width=110), end="")
     return 0
 

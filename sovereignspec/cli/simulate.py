@@ -1,7 +1,10 @@
-"""`sovereignspec simulate --suite standard -o json|table [--plots DIR] [--seed N]`: the evidence suite.
+"""`sovereignspec simulate [--suite standard | --pool FILE.yaml ...] --seeds N -o json|table`: the evidence
+suite over several seeds.
 
-Runs the multi-tenant GPU simulator (sovereignspec.evidence) under every policy and prints one JSON
-object with `policies`, `claims` (C1-C6, each {value, pass}) and `goals`. Progress goes to stderr.
+Runs the multi-tenant GPU simulator (sovereignspec.evidence) under every policy on every pool and seed and
+prints one JSON object: `seeds`, `pools` (per policy the mean and 95 % t-interval of goodput, the share of
+the per-seed best known goodput, the neighbour SLO windows caused; paired gains of sovereignspec against
+every other policy) and `claims` (C1-C6, each {value, pass}). Progress goes to stderr.
 """
 
 from __future__ import annotations
@@ -9,20 +12,40 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
+from typing import Any
 
 NAME = "simulate"
-HELP = "Run the multi-tenant GPU simulator: policies compared, the paper's claims C1-C6, plots."
+HELP = "Run the multi-tenant GPU simulator over several seeds: policies compared, claims C1-C6, plots."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--suite", choices=["standard"], default="standard")
-    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--suite", choices=["standard"], default="standard",
+                        help="the shipped pools mixed, busy and stress (ignored with --pool)")  # fmt: skip
+    parser.add_argument(
+        "--pool",
+        action="append",
+        metavar="FILE.yaml",
+        default=[],
+        help="run this pool file instead of the suite (repeatable; see docs/evidence.md)",
+    )
+    parser.add_argument("--seeds", type=int, default=10, help="number of seeds (default 10)")
+    parser.add_argument("--first-seed", type=int, default=1, help="seeds are FIRST..FIRST+N-1 (default 1)")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    parser.add_argument(
+        "--policy",
+        action="append",
+        metavar="NAME",
+        default=[],
+        help="also run this policy (sovereignspec-throughput, sovereignspec-calibrated)",
+    )
     parser.add_argument("-o", "--output", choices=["json", "table"], default="table")
     parser.add_argument("--plots", metavar="DIR", help="write PNG plots into DIR (needs matplotlib)")
     parser.add_argument("--quiet", action="store_true", help="no progress line on stderr")
     parser.add_argument(
         "--sharing", choices=["mps", "time-slicing"], default="mps",
-        help="how co-located engines share a GPU in the ground truth (default: mps, kernels overlap)",
+        help="how co-located engines share a GPU in the ground truth (default: mps, kernels overlap); "
+             "a pool file's own `sharing` wins",
     )  # fmt: skip
     parser.add_argument(
         "--timeslice-ms", type=float, default=2.0,
@@ -31,19 +54,51 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        import scipy  # noqa: F401
+    except ImportError:
+        print(
+            "simulate needs the 'evidence' extra (scipy): pip install 'sovereignspec[evidence]'",
+            file=sys.stderr,
+        )
+        return 2
+    from sovereignspec.evidence.pools import STANDARD_POOLS, PoolError, load_pool, standard_pool
     from sovereignspec.evidence.scenario import sharing_model
-    from sovereignspec.evidence.suite import run_standard
+    from sovereignspec.evidence.suite import POLICY_NAMES, acceptance, run_suite
 
     if not args.timeslice_ms > 0:
         print(f"--timeslice-ms must be > 0, got {args.timeslice_ms}", file=sys.stderr)
         return 2
+    if args.seeds < 1 or args.jobs < 1:
+        print("--seeds and --jobs must be >= 1", file=sys.stderr)
+        return 2
+    try:
+        pools = [load_pool(p) for p in args.pool] if args.pool else [standard_pool(n) for n in STANDARD_POOLS]
+    except PoolError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    names = [p.name for p in pools]
+    if len(set(names)) != len(names):
+        print(f"pool names repeat: {names}", file=sys.stderr)
+        return 2
 
     def progress(msg: str) -> None:
         if not args.quiet:
-            print(f"\r[simulate] {msg:<60}", end="", file=sys.stderr, flush=True)
+            print(f"\r[simulate] {msg:<70}", end="", file=sys.stderr, flush=True)
 
-    with sharing_model(args.sharing, args.timeslice_ms / 1000.0):
-        result, raw = run_standard(seed=args.seed, progress=progress)
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    start = time.monotonic()
+    try:
+        with sharing_model(args.sharing, args.timeslice_ms / 1000.0):
+            scenarios = [p.scenario() for p in pools]
+            run_ = run_suite(scenarios, seeds, names=(*POLICY_NAMES, *args.policy), jobs=args.jobs,
+                             progress=progress)  # fmt: skip
+    except ValueError as exc:
+        print(f"\n{exc}", file=sys.stderr)
+        return 2
+    result = run_.result
+    result["wallSeconds"] = round(time.monotonic() - start, 1)
+    result["acceptance"] = acceptance(result)
     if not args.quiet:
         print(file=sys.stderr)
     if args.plots:
@@ -52,21 +107,34 @@ def run(args: argparse.Namespace) -> int:
         except ImportError as exc:
             print(f"plots need the 'evidence' extra (matplotlib): {exc}", file=sys.stderr)
             return 1
-        result["plots"] = write_plots(raw, args.plots)
+        result["plots"] = write_plots(run_, args.plots)
     if args.output == "json":
         print(json.dumps(result, indent=2))
         return 0
-    for scen, body in result["scenarios"].items():
-        print(f"{scen}: {body['description']}")
-        print(f"  {'POLICY':<32}{'GOODPUT':>10}{'TPOT50ms':>10}{'TPOT99ms':>10}{'VIOL':>6}{'GPUs/1k':>9}")
-        for name, row in {**body["policies"], **body["variants"]}.items():
-            print(f"  {name:<32}{row['goodput']:>10.0f}{row['tpotP50']:>10.2f}{row['tpotP99']:>10.2f}"
-                  f"{row['sloViolationsCaused']:>6}{row['gpuSecondsPer1kTokens']:>9.4f}")  # fmt: skip
+    print_table(result)
+    return 0
+
+
+def _iv(x: dict[str, Any], fmt: str) -> str:
+    lo, hi = x["ci95"]
+    return f"{x['mean']:{fmt}} [{lo:{fmt}}, {hi:{fmt}}]"
+
+
+def print_table(result: dict[str, Any]) -> None:
+    print(f"seeds {result['seeds']}")
+    for pool, body in result["pools"].items():
+        print(f"{pool}: {body['description']}")
+        print(f"  {'POLICY':<38}{'GOODPUT mean [95% CI]':>30}{'BEST-KNOWN SHARE':>28}{'WIN max':>8}"
+              f"{'SOVEREIGNSPEC GAIN':>28}")  # fmt: skip
+        for name, row in body["policies"].items():
+            gain = body["paired"].get(f"sovereignspec-vs-{name}")
+            g = f"{gain['meanGain']:+.3f} [{gain['ci95'][0]:+.3f}, {gain['ci95'][1]:+.3f}]" if gain else ""
+            print(f"  {name:<38}{_iv(row['goodput'], '.0f'):>30}{_iv(row['bestKnownShare'], '.3f'):>28}"
+                  f"{row['sloWindowsCaused']['max']:>8}{g:>28}")  # fmt: skip
     for key, c in result["claims"].items():
         print(f"{key} {'PASS' if c['pass'] else 'FAIL'} {json.dumps(c['value'])}  ({c['what']})")
-    print("goals", json.dumps(result["goals"]))
-    print("goals with calibrated profiles", json.dumps(result["goalsCalibrated"]))
-    print("goals with placement Throughput", json.dumps(result["goalsThroughput"]))
-    print("goals with calibrated profiles and placement Throughput",
-          json.dumps(result["goalsCalibratedThroughput"]))  # fmt: skip
-    return 0
+    for pool, a in result.get("acceptance", {}).items():
+        failed = [k for k, ok in a["checks"].items() if not ok]
+        print(f"acceptance {pool}: {'PASS' if a['pass'] else 'FAIL ' + ', '.join(failed)}")
+    if "wallSeconds" in result:
+        print(f"wall time {result['wallSeconds']} s")

@@ -105,6 +105,99 @@ def fit(curve: PublishedCurve) -> Fit:
                float(c_d.ravel()[i[3]]), tuple(round(float(x), 3) for x in pred[i]), float(mape[i]))  # fmt: skip  # noqa: E501
 
 
+ALPHAS = tuple(round(0.6 + 0.05 * i, 2) for i in range(7))
+"""The alpha sweep of the out-of-sample figures (0.6-0.9): the published curves give speed-ups only, and
+in sample alpha is not identifiable (MAPE is flat over this range while c_d moves)."""
+EXTRAPOLATE_FROM = 24
+"""Extrapolation: fit on B <= 24, predict the larger batches."""
+
+
+@dataclass(frozen=True)
+class OutOfSample:
+    """Prediction error of the calibration at batches it was not fitted on, alpha fitted in every fit.
+
+    `loo_*`: leave-one-out (fit without batch B, predict B). `extrapolation_*`: fit B <= 24, predict the
+    larger batches (None without both). `by_alpha`: alpha -> (in-sample MAPE, LOO MAPE, extrapolation MAPE)
+    with alpha held fixed; `loo_alphas`: the alpha each leave-one-out fit chose."""
+
+    loo_mape: float
+    loo_max: float
+    extrapolation_mape: float | None
+    extrapolation_max: float | None
+    loo_alphas: tuple[float, ...]
+    extrapolation_alpha: float | None
+    by_alpha: dict[float, tuple[float, float, float | None]]
+
+
+def _inverse_tau(curve: PublishedCurve) -> np.ndarray:
+    """1 / tau over the fit grid x the curve's batches: [grid, batches] (alpha-free: S = E[L] / tau)."""
+    b = np.asarray(curve.batches, dtype=np.float64)
+    slope = np.concatenate([[0.0], np.logspace(-5, -1, 41)])[:, None, None, None, None]
+    knee = np.asarray([8, 16, 32, 64, 96, 128, 192, 256, 384, 512], dtype=np.float64)[
+        None, :, None, None, None
+    ]
+    extra = np.concatenate([[0.0], np.logspace(-5, -1, 33)])[None, None, :, None, None]
+    c_d = np.linspace(0.0, 0.5, 51)[None, None, None, :, None]
+    inv = model_speedup(1.0, curve.k, b[None, None, None, None, :], slope, knee, extra, c_d)
+    return inv.reshape(-1, b.size)
+
+
+def out_of_sample(curve: PublishedCurve, alphas: Sequence[float] = ALPHAS) -> OutOfSample:
+    s = np.asarray(curve.speedups)
+    n = s.size
+    inv = _inverse_tau(curve)
+    preds = {a: iid_expected_length(a, curve.k) * inv for a in alphas}  # alpha -> [grid, n]
+    rel = {a: (np.abs(p - s) / s).astype(np.float32) for a, p in preds.items()}
+
+    total = {a: r.sum(axis=1) for a, r in rel.items()}
+
+    def fit_on(mask: np.ndarray, among: Sequence[float]) -> tuple[float, int]:
+        """(alpha, grid index) of the least MAPE on the batches in `mask`."""
+        held = ~mask
+        best: tuple[float, float, int] | None = None
+        for a in among:
+            m = (total[a] - rel[a][:, held].sum(axis=1)) if held.any() else total[a]
+            g = int(np.argmin(m))
+            if best is None or m[g] < best[0]:
+                best = (float(m[g]), a, g)
+        assert best is not None
+        return best[1], best[2]
+
+    def loo(among: Sequence[float]) -> tuple[list[float], list[float]]:
+        errs, chosen = [], []
+        for j in range(n):
+            mask = np.arange(n) != j
+            a, g = fit_on(mask, among)
+            errs.append(float(rel[a][g, j]))
+            chosen.append(a)
+        return errs, chosen
+
+    def extrapolate(among: Sequence[float]) -> tuple[list[float], float] | None:
+        train = np.asarray(curve.batches) <= EXTRAPOLATE_FROM
+        if train.sum() < 2 or train.all():
+            return None
+        a, g = fit_on(train, among)
+        return [float(x) for x in rel[a][g, ~train]], a
+
+    errs, chosen = loo(alphas)
+    ext = extrapolate(alphas)
+    by_alpha: dict[float, tuple[float, float, float | None]] = {}
+    for a in alphas:
+        e_a, _ = loo([a])
+        x_a = extrapolate([a])
+        by_alpha[a] = (float(rel[a].mean(axis=1).min()), float(np.mean(e_a)),
+                       None if x_a is None else float(np.mean(x_a[0])))  # fmt: skip
+    return OutOfSample(
+        loo_mape=float(np.mean(errs)),
+        loo_max=float(np.max(errs)),
+        extrapolation_mape=None if ext is None else float(np.mean(ext[0])),
+        extrapolation_max=None if ext is None else float(np.max(ext[0])),
+        loo_alphas=tuple(chosen),
+        extrapolation_alpha=None if ext is None else ext[1],
+        by_alpha=by_alpha,
+    )
+
+
 def policy_fragment(profiles: Sequence[AcceleratorProfile], name: str = "calibrated") -> dict[str, object]:
     """A SpeculationPolicy carrying `profiles` under `acceleratorProfiles`, checked against the API model.
 

@@ -16,6 +16,8 @@ from sovereignspec.evidence.truth import expected_length, step_parts, step_time
 
 STATIC_SCHEDULE = [[1, 4, 5], [5, 16, 3], [17, 32, 2], [33, 1024, 0]]
 """What a user following vLLM's docs writes by hand: long drafts for small batches, off above 32."""
+SEED000_RECIPE = [[1, 8, 5], [9, 1024, 0]]
+"""The seed-000 recipe: EAGLE-3, k=5, off above batch 8."""
 
 
 def spread_place(sim: Simulation, e: int, pin_node: str | None = None) -> int | None:
@@ -60,8 +62,28 @@ def off() -> Scheduled:
     return Scheduled("off", None)
 
 
+class AlwaysOn(Scheduled):
+    """Every subject speculates at its configured k (EngineSpec.k, 5 unless the pool says otherwise)."""
+
+    def __init__(self) -> None:
+        super().__init__("always-on", None)
+
+    def admit(self, sim: Simulation, e: int) -> int | None:
+        g = super().admit(sim, e)
+        sim.schedule[e] = [[1, 1024, sim.sc.engines[e].k]]
+        return g
+
+
 def always_on() -> Scheduled:
-    return Scheduled("always-on", [[1, 1024, 5]])
+    return AlwaysOn()
+
+
+def fixed_k(k: int) -> Scheduled:
+    return Scheduled(f"fixed-k{k}", [[1, 1024, k]] if k > 0 else None)
+
+
+def seed000_recipe() -> Scheduled:
+    return Scheduled("seed000-recipe", SEED000_RECIPE)
 
 
 def static_schedule() -> Scheduled:
@@ -134,8 +156,9 @@ class Oracle:
 
     name = "oracle"
 
-    def __init__(self) -> None:
+    def __init__(self, rounds: int = 1) -> None:
         self.last: IntArray | None = None
+        self.rounds = rounds  # best-response passes per tick (coordinate ascent over the subjects' k)
 
     def admit(self, sim: Simulation, e: int) -> int | None:
         free = sim.free_gpus(e)
@@ -179,6 +202,17 @@ class Oracle:
         score = per_gpu[np.arange(rows.shape[0]), np.repeat(g_of, ks.size)].reshape(subj.size, ks.size)
         out = base.copy()
         out[subj] = np.argmax(score, axis=1)  # ties → smaller k
+        for _ in range(self.rounds - 1):  # again, from this tick's answer (a fixed point in a few rounds)
+            rows = np.repeat(out[None, :], subj.size * ks.size, axis=0)
+            rows[np.arange(rows.shape[0]), np.repeat(subj, ks.size)] = np.tile(ks, subj.size)
+            rate, tpot = sim.evaluate(sim.gpu_of, batch, rows, sim.a0_path[tick])
+            per_gpu = _expected_slo_goodput(rate, tpot, sim.slo) @ oh
+            score = per_gpu[np.arange(rows.shape[0]), np.repeat(g_of, ks.size)].reshape(subj.size, ks.size)
+            nxt = out.copy()
+            nxt[subj] = np.argmax(score, axis=1)
+            if np.array_equal(nxt, out):
+                break
+            out = nxt
         self.last = out
         return out
 
@@ -199,8 +233,8 @@ class Placed(Scheduled):
 class PlacedOracle(Oracle):
     """Diagnostic: a given placement with the oracle's per-tick budget (placement vs budget split)."""
 
-    def __init__(self, placed: IntArray) -> None:
-        super().__init__()
+    def __init__(self, placed: IntArray, rounds: int = 1) -> None:
+        super().__init__(rounds)
         self.placed = placed
 
     def admit(self, sim: Simulation, e: int) -> int | None:

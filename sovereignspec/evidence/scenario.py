@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from sovereignspec.evidence.truth import SHARING_MODES, TIMESLICE_S, DraftTruth
+from sovereignspec.evidence.truth import GPU_TYPES, SHARING_MODES, TIMESLICE_S, DraftTruth
 
 SHARING: ContextVar[tuple[str, float]] = ContextVar("sharing", default=("mps", TIMESLICE_S))
 """Sharing model of the scenarios built in this context (the suite's scenarios are built deep inside it)."""
@@ -45,6 +45,12 @@ class NodeSpec:
     gpu: str  # key of GPU_TYPES
     gpus: int
     jurisdiction: str = "KR"
+    replicas: int | None = None  # engines per GPU (time-slicing replicas / MPS clients); None: the type's
+
+    @property
+    def slots(self) -> int:
+        """Engines one GPU of this node takes."""
+        return self.replicas if self.replicas is not None else GPU_TYPES[self.gpu].replicas
 
 
 @dataclass(frozen=True)
@@ -64,6 +70,9 @@ class EngineSpec:
     expected_batch: int | None = None  # the annotation; None = not claimed
     node: str | None = None  # background engines: fixed placement
     gpu_index: int = 0
+    k: int = 5  # the draft length a fixed-k user configures (always-on runs it)
+    noise: float = 0.08  # sigma of the AR(1) shocks on the log batch
+    trace: tuple[tuple[float, float], ...] | None = None  # (seconds, batch) points replacing the sinusoid
 
 
 @dataclass(frozen=True)
@@ -88,88 +97,46 @@ def batch_paths(sc: Scenario, rng: np.random.Generator) -> npt.NDArray[np.float6
     t = np.arange(sc.ticks, dtype=np.float64) * sc.dt_s
     out = np.empty((sc.ticks, len(sc.engines)))
     for e, eng in enumerate(sc.engines):
-        phase = rng.uniform(0, 2 * np.pi)
-        shocks = rng.normal(0.0, 0.08, sc.ticks)
+        phase = rng.uniform(0, 2 * np.pi)  # drawn for every engine: the streams stay aligned
+        shocks = rng.normal(0.0, 1.0, sc.ticks) * eng.noise
         ar = np.empty(sc.ticks)
         acc = 0.0
         for i, s in enumerate(shocks):
             acc = 0.95 * acc + s
             ar[i] = acc
-        wave = 1.0 + eng.amplitude * np.sin(2 * np.pi * t / eng.period_s + phase)
-        out[:, e] = np.maximum(1.0, np.round(eng.batch * wave * np.exp(0.5 * ar)))
+        if eng.trace:
+            xs = np.array([p[0] for p in eng.trace])
+            level = np.interp(t, xs, np.array([p[1] for p in eng.trace]))
+        else:
+            level = eng.batch * (1.0 + eng.amplitude * np.sin(2 * np.pi * t / eng.period_s + phase))
+        out[:, e] = np.maximum(1.0, np.round(level * np.exp(0.5 * ar)))
     return out
 
 
-def _kr_nodes() -> tuple[NodeSpec, ...]:
-    return (
-        NodeSpec("kr-h100-a", "h100", 2),
-        NodeSpec("kr-h100-b", "h100", 1),
-        NodeSpec("kr-h200", "h200", 1),
-        NodeSpec("kr-a100-a", "a100", 2),
-        NodeSpec("kr-a100-b", "a100", 1),
-        NodeSpec("kr-rtx4090", "rtx4090", 2),
-        NodeSpec("eu-h100", "h100", 1, jurisdiction="EU"),
-    )
+def pool(name: str) -> Scenario:
+    """A standard pool (mixed, busy, stress) from its shipped file (sovereignspec/evidence/pools/),
+    in this context's sharing model."""
+    from sovereignspec.evidence.pools import standard_pool
+
+    return standard_pool(name).scenario()
 
 
 def mixed() -> Scenario:
     """Partly loaded heterogeneous pool: idle slots next to busy neighbours with tight SLOs."""
-    bg = (
-        EngineSpec("shop-chat", "shop", 48, 45, node="kr-h100-a", gpu_index=0),
-        EngineSpec("shop-rag", "shop", 64, 90, ctx=3000, prefill_ratio=4.0, node="kr-h100-a", gpu_index=1),
-        EngineSpec("ins-chat", "insure", 24, 32, node="kr-h100-b"),
-        EngineSpec("ins-agent", "insure", 16, 35, node="kr-h200"),
-        EngineSpec("tel-batch", "telco", 96, 150, prefill_ratio=3.0, node="kr-a100-a", gpu_index=0),
-        EngineSpec("tel-chat", "telco", 12, 45, node="kr-a100-b"),
-        EngineSpec("eu-chat", "eu-retail", 32, 50, node="eu-h100"),
-    )
-    subj = (
-        EngineSpec("chat-1", "bank-a", 4, 60, subject=True, arrival_s=10, draft=GOOD_EAGLE3, expected_batch=4),  # noqa: E501
-        EngineSpec("chat-2", "bank-a", 8, 60, subject=True, arrival_s=30, draft=GOOD_EAGLE3, expected_batch=8),  # noqa: E501
-        EngineSpec("chat-3", "bank-b", 16, 70, subject=True, arrival_s=50, draft=GOOD_EAGLE3, expected_batch=16),  # noqa: E501
-        EngineSpec("code-1", "bank-b", 6, 50, subject=True, arrival_s=70, draft=GOOD_EAGLE3, expected_batch=8),  # noqa: E501
-        EngineSpec("chat-4", "bank-a", 24, 80, subject=True, arrival_s=90, draft=GOOD_EAGLE3, expected_batch=32),  # noqa: E501
-        EngineSpec("weak-1", "bank-b", 8, 80, subject=True, arrival_s=110, draft=WEAK_EAGLE3, expected_batch=8),  # noqa: E501
-        EngineSpec("report-1", "bank-a", 48, 200, subject=True, arrival_s=130, draft=GOOD_EAGLE3,
-                   workload_class="batch", expected_batch=64),
-    )  # fmt: skip
-    return Scenario(
-        "mixed",
-        "heterogeneous KR pool (A100, H100, H200, RTX 4090) half loaded; 7 subjects arrive in 130 s",
-        _kr_nodes(),
-        bg + subj,
-        horizon_s=600.0,
-        jurisdictions={"bank-a": ("KR",), "bank-b": ("KR",)},
-    )
+    return pool("mixed")
 
 
-def saturated() -> Scenario:
-    """Every GPU carries a busy neighbour; subjects arrive with large batches."""
-    bg = (
-        EngineSpec("shop-chat", "shop", 96, 70, node="kr-h100-a", gpu_index=0),
-        EngineSpec("shop-rag", "shop", 96, 120, ctx=3000, prefill_ratio=4.0, node="kr-h100-a", gpu_index=1),
-        EngineSpec("ins-chat", "insure", 64, 60, node="kr-h100-b"),
-        EngineSpec("ins-agent", "insure", 64, 70, prefill_ratio=3.0, node="kr-h200"),
-        EngineSpec("tel-batch", "telco", 128, 200, prefill_ratio=3.0, node="kr-a100-a", gpu_index=0),
-        EngineSpec("tel-chat", "telco", 64, 90, node="kr-a100-a", gpu_index=1),
-        EngineSpec("tel-chat-2", "telco", 48, 90, node="kr-a100-b"),
-        EngineSpec("gam-chat", "games", 12, 100, node="kr-rtx4090", gpu_index=0),
-        EngineSpec("gam-chat-2", "games", 12, 100, node="kr-rtx4090", gpu_index=1),
-        EngineSpec("eu-chat", "eu-retail", 64, 80, node="eu-h100"),
-    )
-    subj = tuple(
-        EngineSpec(f"sat-{i}", "bank-a" if i % 2 else "bank-b", b, 120, subject=True, arrival_s=10 + 15 * i,
-                   draft=GOOD_EAGLE3, expected_batch=int(b))
-        for i, b in enumerate((48, 64, 96, 48, 64))
-    )  # fmt: skip
-    return Scenario(
-        "saturated",
-        "every GPU carries a busy neighbour; 5 subjects with batch 48-96 arrive",
-        _kr_nodes(),
-        bg + subj,
-        horizon_s=400.0,
-        jurisdictions={"bank-a": ("KR",), "bank-b": ("KR",)},
-    )
+def busy() -> Scenario:
+    """Every GPU carries a busy neighbour; subjects arrive with large batches (the old "saturated")."""
+    return pool("busy")
+
+
+def stress() -> Scenario:
+    """The paper's saturation: every KR datacenter GPU carries a compute-heavy neighbour (batch 128,
+    long prompts) running close to its SLO (SLOs = 1.12 x each neighbour's p95 TPOT in the run with
+    every subject placed and speculation off, seed 7), and the subjects arrive with batches of 128-256,
+    so that tensor-active is ~0.95 and the subjects' own compute slack is ~0.3."""
+    return pool("stress")
 
 
 def single_gpu(
@@ -192,40 +159,4 @@ def single_gpu(
                       draft=subject.draft, expected_batch=subject.expected_batch, node="lab")  # fmt: skip
     return Scenario(
         name, name, (node,), (*bgs, subj), horizon_s=horizon_s, jurisdictions={subj.tenant: ("KR",)}
-    )
-
-
-STRESS_NEIGHBOUR_SLO_MS = (75, 67, 81, 87, 160, 168, 166)
-"""Neighbour SLOs of the stress pool: 1.12 x each neighbour's p95 TPOT in the run with every subject
-placed and speculation off (seed 7), rounded: every neighbour sits about 10 % below its SLO at its
-peaks, so any extra load from a co-located speculating engine shows up as violations."""
-
-
-def stress() -> Scenario:
-    """The paper's saturation: every KR datacenter GPU carries a compute-heavy neighbour (batch 128,
-    long prompts) running close to its SLO, and the subjects arrive with batches of 128-256, so that
-    tensor-active is ~0.95 and the subjects' own compute slack is ~0.3."""
-    slots = (("kr-h100-a", 0), ("kr-h100-a", 1), ("kr-h100-b", 0), ("kr-h200", 0), ("kr-a100-a", 0),
-             ("kr-a100-a", 1), ("kr-a100-b", 0))  # fmt: skip
-    bg = (
-        *(EngineSpec(f"nb-{i}", ("shop", "insure", "telco")[i % 3], 128, slo, ctx=2000, prefill_ratio=3.0,
-                     amplitude=0.1, node=node, gpu_index=g)
-          for i, ((node, g), slo) in enumerate(zip(slots, STRESS_NEIGHBOUR_SLO_MS, strict=True))),
-        EngineSpec("gam-chat", "games", 12, 100, node="kr-rtx4090", gpu_index=0),
-        EngineSpec("gam-chat-2", "games", 12, 100, node="kr-rtx4090", gpu_index=1),
-        EngineSpec("eu-chat", "eu-retail", 64, 80, node="eu-h100"),
-    )  # fmt: skip
-    subj = tuple(
-        EngineSpec(f"st-{i}", "bank-a" if i % 2 else "bank-b", b, 150, subject=True, arrival_s=10 + 10 * i,
-                   draft=GOOD_EAGLE3, expected_batch=b, amplitude=0.15)
-        for i, b in enumerate((192, 256, 160, 224, 192, 256, 128))
-    )  # fmt: skip
-    return Scenario(
-        "stress",
-        "saturated pool: every KR GPU shared with a compute-heavy neighbour 10 % below its SLO; "
-        "7 subjects with batch 128-256",
-        _kr_nodes(),
-        bg + subj,
-        horizon_s=300.0,
-        jurisdictions={"bank-a": ("KR",), "bank-b": ("KR",)},
     )

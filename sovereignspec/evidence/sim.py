@@ -100,7 +100,7 @@ class Simulation:
         self.g_mfu = np.array([g.mfu for g in gt])
         self.g_mbu = np.array([g.mbu for g in gt])
         self.g_over = np.array([g.overhead_s for g in gt])
-        self.g_replicas = np.array([g.replicas for g in gt])
+        self.g_replicas = np.array([n.slots for n in sc.nodes for _ in range(n.gpus)])
         # history
         self.tokens = np.zeros((n_t, n_e))
         self.tpot = np.zeros((n_t, n_e))

@@ -84,8 +84,11 @@ def calibrated_policy(reconfigure_on_drift: bool = False) -> SpeculationPolicySp
     return SpeculationPolicySpec.model_validate(spec)
 
 
-def observe(sim: Simulation, tick: int) -> TelemetrySnapshot:
-    """The telemetry snapshot Prometheus would give at `tick` (lagged, windowed, noisy)."""
+def observe(
+    sim: Simulation, tick: int, *, engines_visible: bool = True, acceptance_visible: bool = True
+) -> TelemetrySnapshot:
+    """The telemetry snapshot Prometheus would give at `tick` (lagged, windowed, noisy). The ablations
+    hide the engines' vLLM samples (`engines_visible`) or the spec-decode counters (`acceptance_visible`)."""
     dt = sim.sc.dt_s
     rng = np.random.default_rng([sim.seed, 3, tick])
     ref = max(0, tick - round(LAG_S / dt))
@@ -100,7 +103,7 @@ def observe(sim: Simulation, tick: int) -> TelemetrySnapshot:
         tensor = (
             float(np.clip(sim.tensor[w_gpu, j].mean() + rng.normal(0, GPU_NOISE), 0.0, 1.0)) if tick else 0.0
         )
-        fb = max(0.0, gt.memory_mib * 0.9 * (1.0 - n_on / gt.replicas)) + 500.0
+        fb = max(0.0, gt.memory_mib * 0.9 * (1.0 - n_on / int(sim.g_replicas[j]))) + 500.0
         pods = [PodRef(namespace=sim.sc.engines[e].tenant, name=sim.sc.engines[e].name)
                 for e in np.nonzero(sim.gpu_of == j)[0]]  # fmt: skip
         gpus.append(
@@ -113,13 +116,15 @@ def observe(sim: Simulation, tick: int) -> TelemetrySnapshot:
             continue
         tok = sim.tokens[w_tpot, e]
         tpot = float((sim.tpot[w_tpot, e] * tok).sum() / max(tok.sum(), 1e-9))
-        engines.append(
-            EngineSample(namespace=eng.tenant, pod=eng.name, model_name=TARGET.name,
-                         tpot_seconds=max(1e-4, tpot * (1.0 + rng.normal(0, TPOT_NOISE))),
-                         running=float(sim.batch[ref, e]), waiting=0.0)
-        )  # fmt: skip
+        noise = rng.normal(0, TPOT_NOISE)  # drawn either way: the noise stream stays the same
+        if engines_visible:
+            engines.append(
+                EngineSample(namespace=eng.tenant, pod=eng.name, model_name=TARGET.name,
+                             tpot_seconds=max(1e-4, tpot * (1.0 + noise)), running=float(sim.batch[ref, e]),
+                             waiting=0.0)
+            )  # fmt: skip
         drafts = float(sim.drafts[w_acc, e].sum())
-        if eng.draft is not None and drafts > 0:
+        if eng.draft is not None and drafts > 0 and acceptance_visible:
             k_run = int(sim.k[w_acc, e].max())
             acc = sim.accepted[w_acc, e, :k_run].sum(axis=0)
             draft_tokens = float((sim.drafts[w_acc, e] * sim.k[w_acc, e]).sum())
@@ -133,19 +138,32 @@ def observe(sim: Simulation, tick: int) -> TelemetrySnapshot:
     )
 
 
-def snapshot(sim: Simulation, tick: int, policy: SpeculationPolicySpec) -> ClusterSnapshot:
+def snapshot(
+    sim: Simulation,
+    tick: int,
+    policy: SpeculationPolicySpec,
+    *,
+    neighbour_slos: bool = True,
+    acceptance_visible: bool = True,
+) -> ClusterSnapshot:
     """The cluster as the operator sees it; subjects' pods carry the decision annotation Kueue's
-    podSetUpdates put there (how the drift rule recognises a workload's own pods)."""
+    podSetUpdates put there (how the drift rule recognises a workload's own pods).
+
+    Ablations: without `neighbour_slos` no pod claims an SLO and no engine sample is visible, so no
+    co-located pod is SLO-bound and decide()'s neighbour condition never binds (DESIGN.md §2: a pod with
+    neither an SLO annotation nor an engine sample does not constrain us); without `acceptance_visible`
+    no spec-decode counters reach decide(): it runs on its acceptance priors alone."""
     sc = sim.sc
     nodes = [
         NodeInfo(name=n.name, labels={LABEL_HOSTNAME: n.name, DEFAULT_JURISDICTION_LABEL: n.jurisdiction,
                                       LABEL_GPU_PRODUCT: GPU_TYPES[n.gpu].product},
-                 gpu_allocatable=n.gpus * GPU_TYPES[n.gpu].replicas)
+                 gpu_allocatable=n.gpus * n.slots)
         for n in sc.nodes
     ]  # fmt: skip
     pods = [
         PodInfo(namespace=eng.tenant, name=eng.name, node=sim.gpus[int(sim.gpu_of[e])].node, phase="Running",
-                gpu_request=1, annotations={ANNOTATION_TPOT_SLO_MS: f"{eng.slo_ms:g}",
+                gpu_request=1, annotations={**({ANNOTATION_TPOT_SLO_MS: f"{eng.slo_ms:g}"} if neighbour_slos
+                                               else {}),
                                             ANNOTATION_TARGET_MODEL: TARGET.name,
                                             **({ANNOTATION_DECISION: eng.name} if eng.subject else {})})
         for e, eng in enumerate(sc.engines) if sim.gpu_of[e] >= 0
@@ -164,7 +182,7 @@ def snapshot(sim: Simulation, tick: int, policy: SpeculationPolicySpec) -> Clust
         admission_checks=[AdmissionCheckInfo(name=CHECK, controller_name=CONTROLLER_NAME)],
         speculation_policies=[SpeculationPolicy(metadata=ObjectMeta(name="default"), spec=policy)],
         sovereignty_policies=sov,
-        telemetry=observe(sim, tick),
+        telemetry=observe(sim, tick, engines_visible=neighbour_slos, acceptance_visible=acceptance_visible),
     )
 
 
@@ -197,9 +215,13 @@ class SovereignSpec(Scheduled):
         budget_only: bool = False,
         name: str | None = None,
         placed: IntArray | None = None,
+        neighbour_condition: bool = True,
+        acceptance_telemetry: bool = True,
     ) -> None:
         super().__init__(name or ("sovereignspec-budget-only" if budget_only else "sovereignspec"), None)
         self.placed = placed  # diagnostic: decide() pinned to these GPUs' nodes
+        self.neighbour_condition = neighbour_condition  # ablation: False hides every neighbour's SLO
+        self.acceptance_telemetry = acceptance_telemetry  # ablation: False decides on the priors alone
         self.policy = policy or SpeculationPolicySpec()
         self.policies = Policies(speculation=self.policy, speculation_name="default")
         self.budget_only = budget_only
@@ -218,7 +240,8 @@ class SovereignSpec(Scheduled):
         return super().choose_k(sim, tick, batch)
 
     def _decide(self, sim: Simulation, e: int, pin: str | None) -> Decision:
-        snap = snapshot(sim, sim.tick, self.policy)
+        snap = snapshot(sim, sim.tick, self.policy, neighbour_slos=self.neighbour_condition,
+                        acceptance_visible=self.acceptance_telemetry)  # fmt: skip
         policies = Policies(speculation=self.policy, speculation_name="default",
                             sovereignty=tuple(snap.sovereignty_policies))  # fmt: skip
         return decide(AdmissionRequest(workload=workload(sim, e, pin), check=CHECK), snap, policies,

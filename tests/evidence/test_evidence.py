@@ -1,5 +1,9 @@
-"""Evidence suite: claims C1-C6 computed on the standard suite, determinism, calibration, CLI shape,
-and the ground-truth pieces."""
+"""Evidence suite: the multi-seed output contract, claims C1-C6 measured as stated, the test that fails
+when decide() turns speculation off where the ground truth gains, determinism, calibration out of
+sample, and the ground-truth pieces.
+
+CI runs the suite on SEEDS (a few minutes on 2 cores); docs/evidence.md reports `--seeds 10`.
+"""
 
 from __future__ import annotations
 
@@ -10,145 +14,101 @@ import numpy as np
 import pytest
 
 from sovereignspec.cli.main import main
-from sovereignspec.evidence.calibration import PUBLISHED, fit
+from sovereignspec.evidence.calibration import PUBLISHED, fit, out_of_sample
 from sovereignspec.evidence.policies import Scheduled
+from sovereignspec.evidence.pools import STANDARD_POOLS, standard_pool
 from sovereignspec.evidence.scenario import GOOD_EAGLE3, EngineSpec, single_gpu
 from sovereignspec.evidence.sim import simulate
-from sovereignspec.evidence.suite import POLICY_NAMES, run_standard
+from sovereignspec.evidence.suite import CLAIRVOYANT, POLICY_NAMES, SuiteRun, acceptance, run_suite
 from sovereignspec.evidence.truth import GPU_TYPES, expected_length, hinge, solve, step_parts
+
+SEEDS = (1, 2)
+CONTRACT_POLICIES = {"off", "always-on", "seed000-recipe", "static-schedule", "in-engine-goodput",
+                     "sovereignspec", "sovereignspec-no-neighbour-condition",
+                     "sovereignspec-priors-only"}  # fmt: skip
 
 
 @pytest.fixture(scope="session")
-def standard() -> tuple[dict[str, Any], dict[str, Any]]:
-    return run_standard(seed=7)
+def suite() -> SuiteRun:
+    scenarios = [standard_pool(n).scenario(("mps", 2e-3)) for n in STANDARD_POOLS]
+    return run_suite(scenarios, SEEDS, jobs=2)
 
 
-def test_shape(standard: tuple[dict[str, Any], dict[str, Any]]) -> None:
-    result, _ = standard
-    assert set(result["policies"]) == set(POLICY_NAMES)
-    for row in result["policies"].values():
-        assert set(row) == {"goodput", "tpotP50", "tpotP99", "sloViolationsCaused", "gpuSecondsPer1kTokens"}
-        assert row["goodput"] > 0
-    assert set(result["claims"]) == {f"C{i}" for i in range(1, 7)}
-    assert all(set(c) >= {"value", "pass"} for c in result["claims"].values())
+def test_output_contract(suite: SuiteRun) -> None:
+    r = json.loads(json.dumps(suite.result))
+    assert r["seeds"] == list(SEEDS)
+    assert set(r["pools"]) == {"mixed", "busy", "stress"}
+    for body in r["pools"].values():
+        assert set(body["policies"]) >= CONTRACT_POLICIES | {CLAIRVOYANT}
+        for row in body["policies"].values():
+            for key in ("goodput", "bestKnownShare"):
+                lo, hi = row[key]["ci95"]
+                assert lo <= row[key]["mean"] <= hi
+            assert set(row["sloWindowsCaused"]) == {"mean", "max"}
+            assert 0 < row["bestKnownShare"]["mean"] <= 1.0
+        assert set(body["paired"]) == {
+            f"sovereignspec-vs-{p}" for p in body["policies"] if p != "sovereignspec"
+        }
+        for g in body["paired"].values():
+            assert set(g) == {"meanGain", "ci95"} and g["ci95"][0] <= g["meanGain"] <= g["ci95"][1]
+    assert set(r["claims"]) == {f"C{i}" for i in range(1, 7)}
+    assert all(isinstance(c["pass"], bool) and "value" in c for c in r["claims"].values())
 
 
-def test_claims_that_hold(standard: tuple[dict[str, Any], dict[str, Any]]) -> None:
-    c = standard[0]["claims"]
-    assert c["C1"]["pass"] and c["C1"]["value"] > 2.0
-    assert c["C2"]["pass"] and c["C2"]["value"]["pDecreasing"] < 0.05 and c["C2"]["value"]["fall"] >= 0.15
+def test_best_known_is_the_per_seed_maximum(suite: SuiteRun) -> None:
+    """Every policy's share is <= 1 on every seed, and some run reaches 1 on every seed."""
+    for seeds in suite.pools.values():
+        for ps in seeds:
+            best = max(r.goodput for r in (*ps.runs.values(), *ps.fixed_k.values()))
+            assert ps.runs[CLAIRVOYANT].goodput >= ps.runs["oracle"].goodput - 1e-6
+            assert all(r.goodput <= best for r in ps.runs.values())
+
+
+def test_claims_that_hold(suite: SuiteRun) -> None:
+    c = suite.result["claims"]
+    assert c["C1"]["pass"] and c["C1"]["value"]["ci95"][0] > 2.0
+    assert c["C2"]["pass"]
     assert c["C3"]["pass"]
-    assert c["C5"]["pass"] and c["C5"]["value"]["stress"] >= 0.15
-    assert c["C6"]["pass"] and c["C6"]["value"]["neighboursHarmedWithoutCondition"] >= 2
-    assert c["C6"]["value"]["violationsCausedWithCondition"] == 0
+    c4 = c["C4"]["value"]
+    # as the paper states it: a weak draft at k=5 and a good draft at k=8 cost the subjects > 20 %
+    assert c4["weakDraftK5"]["mean"] > 0.2 and c4["goodDraftK8"]["mean"] > 0.2
 
 
-def test_mann_kendall() -> None:
-    from sovereignspec.evidence.suite import mann_kendall
-
-    assert mann_kendall([5.0, 4.0, 3.0, 2.0, 1.0, 0.5, 0.1])[1] < 0.01
-    assert mann_kendall([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0])[1] > 0.99
-    assert 0.2 < mann_kendall([1.0, 3.0, 2.0, 3.0, 1.0, 2.0, 2.5])[1] < 0.8
+def test_sovereignspec_causes_no_slo_window(suite: SuiteRun) -> None:
+    for seeds in suite.pools.values():
+        for ps in seeds:
+            assert ps.runs["sovereignspec"].windows == 0, (ps.pool, ps.seed)
 
 
-def test_slack_aware_budget_never_worse_than_fixed_k(standard: tuple[dict[str, Any], dict[str, Any]]) -> None:
-    sweep = standard[0]["claims"]["C5"]["value"]["sweep"]
-    assert [p["slack"] for p in sweep] == sorted((p["slack"] for p in sweep), reverse=True)
-    assert all(p["slackAware"] >= p["fixedK5"] for p in sweep)
-    assert sweep[-1]["fixedK5"] < 1.0  # a fixed k loses once the load has eaten the slack
+def test_always_on_harms_neighbours_on_the_stress_pool(suite: SuiteRun) -> None:
+    stress = suite.result["pools"]["stress"]["policies"]
+    assert stress["always-on"]["sloWindowsCaused"]["mean"] > 10
+    assert stress["always-on"]["bestKnownShare"]["mean"] < 0.9
 
 
-def test_stress_pool_is_saturated_and_always_on_harms_neighbours(
-    standard: tuple[dict[str, Any], dict[str, Any]],
-) -> None:
-    _, raw = standard
-    st = raw["stress"]
-    off = st.runs["off"]
-    kr = [j for j, g in enumerate(off.gpus) if g.jurisdiction == "KR" and g.kind != "rtx4090"]
-    assert off.tensor[100:, kr].mean() > 0.9
-    assert st.table["always-on"]["_neighboursHarmed"] >= 3
-    assert st.table["sovereignspec"]["sloViolationsCaused"] == 0
+@pytest.mark.xfail(
+    strict=True,
+    reason="decide() prices verification at t0 + g/(1 - u) with u the neighbours' load; under MPS-like "
+    "sharing the ground truth takes the extra compute partly from the neighbours, so k=1 gains there while "
+    "decide() predicts S_real(1) < 1 + minGain (docs/decision.md)",
+)
+def test_speculation_is_not_turned_off_where_the_ground_truth_gains(suite: SuiteRun) -> None:
+    """Replaces "budget never worse than fixed k" (which an always-off policy passes): one H100, a batch-64
+    subject next to growing load; wherever some fixed k >= 1 gains more than 5 % over plain decoding on
+    that GPU, decide() must not have turned speculation off."""
+    bad = []
+    for m in suite.micros:
+        for p in m["budgetSweep"]:
+            best = max(p["fixedK"].values())
+            if best > 1.05 and p["kAtBatch64"] == 0:
+                bad.append((p["background"], best))
+    assert not bad, f"speculation off where a fixed k gains: {bad}"
 
 
-def test_calibrated_policy_loads_shipped_profiles() -> None:
-    from sovereignspec.evidence.sovereign import calibrated_policy
-
-    p = calibrated_policy(reconfigure_on_drift=True)
-    assert p.reconfigure_on_drift and {a.product for a in p.accelerator_profiles} >= {"NVIDIA-H100-80GB-HBM3"}
-
-
-def test_sovereignspec_causes_no_violations_and_beats_always_on(
-    standard: tuple[dict[str, Any], dict[str, Any]],
-) -> None:
-    result = standard[0]
-    for key in ("goals", "goalsCalibrated", "goalsThroughput", "goalsCalibratedThroughput"):
-        goals = result[key]
-        assert goals["violationsCaused"] == 0
-        assert goals["gainOverAlwaysOnSaturated"] > 0
-        assert goals["gainOverAlwaysOnStress"] >= 0.2
-        assert goals["oracleShareSaturated"] > 0.95 and goals["oracleShareStress"] > 0.95
-    for scen in ("saturated", "stress"):
-        t = result["scenarios"][scen]["policies"]
-        assert t["sovereignspec"]["goodput"] > t["off"]["goodput"]
-
-
-@pytest.mark.parametrize(
-    "goals",
-    [
-        pytest.param(
-            key,
-            marks=pytest.mark.xfail(strict=True, reason=f"mixed pool: {why} (docs/evidence.md, Goals)"),
-        )
-        for key, why in (
-            ("goals", "0.933 of the oracle; DESIGN's placement by relative S_real caps it at 0.965 even "
-             "with perfect estimates and the oracle's per-tick k"),
-            ("goalsCalibrated", "0.968 of the oracle, same placement cap"),
-            ("goalsThroughput", "0.951 of the oracle; placement Throughput with the oracle's per-tick k "
-             "reaches 0.983: what is left is decide()'s admission-time budget (report-1 runs plain as "
-             "batch class, chat-2/chat-3 at k 2/1.4 where the oracle runs 4.2/3.0)"),
-            ("goalsCalibratedThroughput", "0.949 of the oracle, same budget gap"),
-        )
-    ],
-)  # fmt: skip
-def test_goal_oracle_share_mixed(standard: tuple[dict[str, Any], dict[str, Any]], goals: str) -> None:
-    assert standard[0][goals]["pass"]
-
-
-def test_placement_throughput_closes_part_of_the_mixed_gap(
-    standard: tuple[dict[str, Any], dict[str, Any]],
-) -> None:
-    """Opt-in placement Throughput: above the default on the mixed pool, not below it on busy/stress."""
-    result = standard[0]
-    assert result["goalsThroughput"]["oracleShareMixed"] >= result["goals"]["oracleShareMixed"] + 0.01
-    for pool in ("Saturated", "Stress"):
-        assert result["goalsThroughput"][f"oracleShare{pool}"] >= result["goals"][f"oracleShare{pool}"]
-    variants = result["scenarios"]["mixed"]["variants"]
-    assert variants["sovereignspec-throughput"]["sloViolationsCaused"] == 0
-
-
-def test_decomposition_reproduces_the_diagonal(standard: tuple[dict[str, Any], dict[str, Any]]) -> None:
-    """The placement x budget crossing (docs/evidence.md) is faithful: its diagonal is the suite's runs."""
-    from sovereignspec.evidence.suite import decomposition
-
-    t = standard[0]["scenarios"]["mixed"]["policies"]
-    d = decomposition()
-    assert d["sovereignspec"]["sovereignspec"] == pytest.approx(t["sovereignspec"]["goodput"], abs=0.1)
-    assert d["oracle"]["oracle"] == pytest.approx(t["oracle"]["goodput"], abs=0.1)
-    assert d["least-allocated"]["off"] == pytest.approx(t["off"]["goodput"], abs=0.1)
-    assert d["least-allocated"]["k5"] == pytest.approx(t["always-on"]["goodput"], abs=0.1)
-    v = standard[0]["scenarios"]["mixed"]["variants"]
-    assert d["throughput"]["sovereignspec"] == pytest.approx(
-        v["sovereignspec-throughput"]["goodput"], abs=0.1
-    )
-
-
-def test_drift_rule_no_longer_flip_flops(standard: tuple[dict[str, Any], dict[str, Any]]) -> None:
-    """reconfigureOnDrift with the operator's rule (own load taken out, grace period, minGain hysteresis):
-    it used to restart mixed-pool engines 20 times in 600 s (19758 vs 22842 tok/s)."""
-    mixed = standard[0]["scenarios"]["mixed"]
-    assert mixed["reconfigurations"]["sovereignspec-calibrated-drift"] <= 8
-    with_drift = mixed["variants"]["sovereignspec-calibrated-drift"]["goodput"]
-    assert with_drift >= 0.95 * mixed["variants"]["sovereignspec-calibrated"]["goodput"]
+def test_acceptance_thresholds_are_computed(suite: SuiteRun) -> None:
+    a = acceptance(suite.result)
+    assert set(a) == {"mixed", "busy", "stress"}
+    assert all(isinstance(v["pass"], bool) and v["checks"] for v in a.values())
 
 
 def test_deterministic() -> None:
@@ -162,11 +122,20 @@ def test_deterministic() -> None:
 
 
 @pytest.mark.parametrize("curve", PUBLISHED, ids=lambda c: c.key)
-def test_calibration_mape(curve: Any) -> None:
+def test_calibration_in_sample(curve: Any) -> None:
     f = fit(curve)
     assert f.mape <= 0.10
     prof = f.profile()
     assert prof.step_time is not None and prof.source and curve.source[:20] in prof.source
+
+
+@pytest.mark.parametrize("curve", [c for c in PUBLISHED if len(c.batches) >= 5], ids=lambda c: c.key)
+def test_calibration_out_of_sample(curve: Any) -> None:
+    """The figure that counts: leave-one-out, and fitting B <= 24 to predict the larger batches, with
+    alpha fitted over 0.6-0.9 in every fit (docs/evidence.md, Calibration)."""
+    o = out_of_sample(curve)
+    assert o.loo_mape <= 0.15 and o.loo_max <= 0.25
+    assert o.extrapolation_mape <= 0.15
 
 
 def test_hinge_and_kv_term() -> None:
@@ -203,21 +172,5 @@ def test_cli_calibrate_and_measure(capsys: pytest.CaptureFixture[str]) -> None:
     assert "GPU" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(
-    "claim",
-    [
-        pytest.param(
-            "C4",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="ground truth shares compute in proportion to demand: always-on's own loss at "
-                "saturation is ~8 % (<= 14 % in single-GPU probes at tensor-active 0.99), the tax lands on "
-                "neighbours; strict time-slicing puts it on the subject but reaches only 0.18 and breaks "
-                "C2/C3 (docs/evidence.md, Sharing model)",
-            ),
-        )
-    ],
-)
-def test_claims_not_reproduced_yet(standard: tuple[dict[str, Any], dict[str, Any]], claim: str) -> None:
-    """Strict xfail: the day one of these starts passing, the suite says so and docs must be updated."""
-    assert standard[0]["claims"][claim]["pass"]
+def test_policy_names_cover_the_contract() -> None:
+    assert set(POLICY_NAMES) >= CONTRACT_POLICIES
