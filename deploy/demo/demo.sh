@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make demo`: the whole system on the local cluster, in one command.
 #
-#  1. builds (first run) and starts the local cluster: deploy/local/cluster.sh up (idempotent);
+#  1. starts the local cluster: deploy/local/cluster.sh up (idempotent; `make demo` runs `make setup`
+#     first, which installs the packages and builds the binaries on a fresh machine);
 #  2. installs the chart (CRDs, RBAC, the default SpeculationPolicy and AdmissionCheck) with helm;
 #  3. starts the telemetry simulator, registers it and the operator with the cluster's Prometheus,
 #     and starts the operator (`sovereignspec run`) AS THE CHART'S ServiceAccount (TokenRequest token);
@@ -55,7 +56,7 @@ wait_http() { # URL SECONDS WHAT PID
   done
 }
 
-step "local cluster (first run builds the binaries from pinned Go modules: several minutes)"
+step "local cluster (binaries built by make setup)"
 deploy/local/cluster.sh up
 # shellcheck disable=SC1091
 source <(grep -E '^[A-Z_]+=' "$SOVEREIGNSPEC_CACHE/run/env" | sed 's/^/export /')
