@@ -34,6 +34,7 @@ from sovereignspec.api.meta import (
 from sovereignspec.api.speculation_decision import Reason
 from sovereignspec.api.speculation_policy import METHODS, SpeculationPolicySpec
 from sovereignspec.model.workload import WorkloadInfo
+from sovereignspec.policy.record import ReasonType
 from sovereignspec.policy.sovereignty import TenantRules
 
 MAX_MODEL_CHARS = 1024
@@ -112,7 +113,7 @@ def read_claims(annotations: Mapping[str, str], policy: SpeculationPolicySpec, r
     notes: list[Reason] = []
 
     def malformed(key: str, value: str, why: str) -> None:
-        bad.append(Reason(type="MalformedAnnotation", message=f"{key}={shown(value)}: {why}"))
+        bad.append(Reason(type=ReasonType.MALFORMED_ANNOTATION, message=f"{key}={shown(value)}: {why}"))
 
     def too_long(key: str, limit: int) -> str | None:
         """The claim under `key`, or None (and malformed) when longer than `limit` characters."""
@@ -131,10 +132,8 @@ def read_claims(annotations: Mapping[str, str], policy: SpeculationPolicySpec, r
             malformed(ANNOTATION_CLASS, raw_class, "must be interactive or batch")
     wclass = clamp_class(claimed, rules)
     if wclass != claimed:
-        notes.append(
-            Reason(type="ClassClamped", message=f"class {claimed} is not allowed for tenant {rules.tenant}; "
-                   f"treated as {wclass}")
-        )  # fmt: skip
+        msg = f"class {claimed} is not allowed for tenant {rules.tenant}; treated as {wclass}"
+        notes.append(Reason(type=ReasonType.CLASS_CLAMPED, message=msg))
 
     raw_slo = too_long(ANNOTATION_TPOT_SLO_MS, MAX_VALUE_CHARS)
     slo, ok = parse_slo_ms(raw_slo, policy.default_tpot_slo_ms, rules, policy.min_tpot_slo_ms)
@@ -143,7 +142,7 @@ def read_claims(annotations: Mapping[str, str], policy: SpeculationPolicySpec, r
     elif raw_slo is not None and slo != float(raw_slo):
         whose = "the tenant minimum" if rules.min_tpot_slo_ms is not None else "the SpeculationPolicy floor"
         message = f"TPOT SLO {shown(raw_slo)} ms raised to {whose} {slo} ms"
-        notes.append(Reason(type="SloClamped", message=message))
+        notes.append(Reason(type=ReasonType.SLO_CLAMPED, message=message))
 
     batch = policy.default_expected_batch
     raw_batch = too_long(ANNOTATION_EXPECTED_BATCH, MAX_VALUE_CHARS)
@@ -165,7 +164,9 @@ def read_claims(annotations: Mapping[str, str], policy: SpeculationPolicySpec, r
     elif method is None and draft is not None:
         method = "draft_model"
         notes.append(
-            Reason(type="MethodDefaulted", message="draft-model without spec-method: using draft_model")
+            Reason(
+                type=ReasonType.METHOD_DEFAULTED, message="draft-model without spec-method: using draft_model"
+            )
         )
     if method in NEEDS_DRAFT_MODEL and draft is None:
         malformed(ANNOTATION_DRAFT_MODEL, "", f"method {method} needs a draft model")

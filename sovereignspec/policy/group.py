@@ -33,6 +33,7 @@ from sovereignspec.api.meta import (
 from sovereignspec.api.speculation_decision import Reason
 from sovereignspec.model.cluster import PodInfo
 from sovereignspec.model.workload import PodSetInfo, WorkloadInfo
+from sovereignspec.policy.record import ReasonType
 
 POD_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 ROLE_HASH_ANNOTATION = "kueue.x-k8s.io/role-hash"
@@ -118,7 +119,7 @@ def claims_of(wl: WorkloadInfo, group: Sequence[PodInfo] = ()) -> GroupClaims:
             return GroupClaims(
                 annotations=first,
                 disagreement=Reason(
-                    type="ClaimsDisagree",
+                    type=ReasonType.CLAIMS_DISAGREE,
                     message=f"{key} is {a} on {first_name} but {b} on {name}: one engine runs one "
                     "speculative config",
                 ),

@@ -59,6 +59,7 @@ class ReasonType(StrEnum):
     SLO_CLAMPED = "SloClamped"
     METHOD_DEFAULTED = "MethodDefaulted"
     TEMPLATE_CONFLICT = "TemplateConflict"
+    CLAIMS_DISAGREE = "ClaimsDisagree"
     # refused: what the template pins
     PINNED_CONFIG_INVALID = "PinnedConfigInvalid"
     PINNED_SPECULATION_OVER_K_MAX = "PinnedSpeculationOverKMax"
