@@ -33,8 +33,7 @@ from sovereignspec.model.steptime import StepCurve, stretched
 from sovereignspec.model.telemetry import AcceptanceSample
 from sovereignspec.model.workload import CheckEntry
 from sovereignspec.policy.admission_check import entry_wire, set_admission_check_state
-from sovereignspec.policy.budget import batch_ranges, merge_schedule, range_index, speculative_config
-from tests.support import per_position_acceptance, schedule_errors
+from tests.support import per_position_acceptance
 
 
 def test_per_position_acceptance_and_geometric_extension() -> None:
@@ -140,22 +139,6 @@ def test_load_increase_slowdown_margin() -> None:
     assert math.isinf(float(neighbour_slowdown(0.5, 0.1, 0.95)))
     assert float(slo_margin(0.05, 0.04)) == pytest.approx(0.25)
     assert float(slo_margin(0.04, 0.05)) < 0  # already over its SLO
-
-
-def test_schedule_and_config() -> None:
-    ranges = batch_ranges([1, 2, 4, 8], 16)
-    assert ranges == [(1, 1), (2, 3), (4, 7), (8, 16)]
-    assert range_index(ranges, 5) == 2 and range_index(ranges, 100) == 3
-    sched = merge_schedule(ranges, [3, 3, 1, 0])
-    assert sched == [[1, 3, 3], [4, 7, 1], [8, 16, 0]]
-    assert schedule_errors(sched, 3) == []
-    assert schedule_errors([[2, 3, 1]], 1) and schedule_errors([[1, 3, 1], [3, 4, 0]], 1)
-    assert schedule_errors([[1, 3, 4]], 3)
-    assert speculative_config("eagle3", "d", sched) == (
-        '{"method":"eagle3","model":"d","num_speculative_tokens":3,'
-        '"num_speculative_tokens_per_batch_size":[[1,3,3],[4,7,1],[8,16,0]]}'
-    )
-    assert '"model"' not in speculative_config("ngram", "ignored", sched)
 
 
 def test_default_profiles_name_sources_and_resolve() -> None:

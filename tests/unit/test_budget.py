@@ -1,4 +1,6 @@
-"""The grouped evaluation (one S_real table per distinct (curve, c_d, u), a per-node load bound, k* read
+"""k*(B), the draft budget per batch range, and the vLLM schedule it becomes.
+
+The grouped evaluation (one S_real table per distinct (curve, c_d, u), a per-node load bound, k* read
 from a prefix table) picks exactly what a plain per-node evaluation picks.
 
 The reference below evaluates one node at a time the way DESIGN.md §2 reads: τ, S_real and Δu over
@@ -16,9 +18,9 @@ from hypothesis import strategies as st
 from sovereignspec.model.acceptance import expected_lengths, iid_curve
 from sovereignspec.model.speedup import load_increase, max_load_increase, neighbour_slowdown, step_ratio
 from sovereignspec.model.steptime import StepCurve, stretched
-from sovereignspec.policy.budget import batch_ranges
+from sovereignspec.policy.budget import batch_ranges, merge_schedule, range_index, speculative_config
 from sovereignspec.policy.node_state import NeighbourInput, Neighbours, NodeInput
-from tests.support import evaluate_nodes
+from tests.support import evaluate_nodes, schedule_errors
 
 CURVES = [
     StepCurve.from_points([(0, 0.006), (4096, 0.14)]),
@@ -123,3 +125,19 @@ def test_grouped_evaluation_equals_plain_per_node(
             want = neighbour_slowdown(nd.neighbours.sigma, du_e, nd.neighbours.u_total)
             got = neighbour_slowdown(nd.neighbours.sigma, ev.load_increase_expected[i], nd.neighbours.u_total)
             assert got.tolist() == want.tolist()
+
+
+def test_schedule_and_config() -> None:
+    ranges = batch_ranges([1, 2, 4, 8], 16)
+    assert ranges == [(1, 1), (2, 3), (4, 7), (8, 16)]
+    assert range_index(ranges, 5) == 2 and range_index(ranges, 100) == 3
+    sched = merge_schedule(ranges, [3, 3, 1, 0])
+    assert sched == [[1, 3, 3], [4, 7, 1], [8, 16, 0]]
+    assert schedule_errors(sched, 3) == []
+    assert schedule_errors([[2, 3, 1]], 1) and schedule_errors([[1, 3, 1], [3, 4, 0]], 1)
+    assert schedule_errors([[1, 3, 4]], 3)
+    assert speculative_config("eagle3", "d", sched) == (
+        '{"method":"eagle3","model":"d","num_speculative_tokens":3,'
+        '"num_speculative_tokens_per_batch_size":[[1,3,3],[4,7,1],[8,16,0]]}'
+    )
+    assert '"model"' not in speculative_config("ngram", "ignored", sched)

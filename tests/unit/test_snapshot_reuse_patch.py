@@ -1,7 +1,7 @@
 """Decisions on a patched snapshot equal decisions on a fresh snapshot of the same objects.
 
 After a pod or node event the operator builds a new snapshot that carries the previous one's index
-(`carry_index_from`, with the pods it saw change); decide() then patches its per-row facts (capacity,
+(`policy.cache.carry_index`, with the pods it saw change); decide() then patches its per-row facts (capacity,
 isolation against pods, GPU state, evaluation inputs, the evaluation) on the touched nodes only, from
 the facts of up to a few snapshots back. A touched node that a patch missed would keep a stale row:
 here random sequences of pod, node and reservation edits go through that path, the facts being warm
@@ -11,6 +11,7 @@ before each edit, and every decision must equal the one on a snapshot built cold
 from __future__ import annotations
 
 from datetime import timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -22,9 +23,10 @@ from sovereignspec.model.cluster import ClusterSnapshot, NamespaceInfo, NodeInfo
 from sovereignspec.model.telemetry import EngineSample, GpuSample, PodRef, TelemetrySnapshot
 from sovereignspec.policy.cache import carry_index, drop_index, index_of, with_reservations
 from sovereignspec.policy.cache import facts as core
+from sovereignspec.policy.cache.index import Carried
 from sovereignspec.policy.decide import decide
 from sovereignspec.policy.request import AdmissionRequest, Policies
-from tests.unit.test_decide_warm import (
+from tests.unit.test_snapshot_reuse_memo import (
     NOW,
     PRODUCTS,
     TENANTS,
@@ -277,3 +279,17 @@ def test_a_pod_named_by_another_nodes_gpu_touches_that_node() -> None:
         reasons.append(got.reason)
         snap = nxt
     assert reasons == ["SpeculationOn", "SpeculationOn", "NeighbourSlo"]
+
+
+def test_the_carried_chain_keeps_one_copy_of_each_fact() -> None:
+    """carried_fact reads a key from the newest link holding it, so older copies are dropped."""
+    oldest = Carried({"a": 0, "b": 1, "c": 3}, frozenset({"n3"}), None)
+    newer = Carried({"b": 2}, frozenset({"n2"}), oldest)
+    old = SimpleNamespace(wide={"a": 1}, carried=newer)
+    chain = Carried.after(old, frozenset({"n1"}))  # type: ignore[arg-type]
+    links = []
+    link: Carried | None = chain
+    while link is not None:
+        links.append((link.wide, link.touched))
+        link = link.older
+    assert links == [({"a": 1}, {"n1"}), ({"b": 2}, {"n2"}), ({"c": 3}, {"n3"})]

@@ -1,4 +1,4 @@
-"""Sovereignty intersection, parse functions, reservations and the decision builders."""
+"""Claims, parse functions, reservations read from decisions, and the decision builders."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from sovereignspec.api.meta import ObjectMeta, Toleration
+from sovereignspec.api.meta import ObjectMeta
 from sovereignspec.api.sovereignty_policy import SovereigntyPolicy, SovereigntyPolicySpec, TenantLimits
 from sovereignspec.api.speculation_decision import SpeculationDecisionStatus
 from sovereignspec.api.speculation_policy import SpeculationPolicySpec
-from sovereignspec.model.cluster import Taint, WorkloadRef
+from sovereignspec.model.cluster import WorkloadRef
 from sovereignspec.policy.cache import index_of
 from sovereignspec.policy.claims import read_claims
 from sovereignspec.policy.decision import Decision, check_entry, decision_status, speculation_decision_object
@@ -22,45 +22,11 @@ from sovereignspec.policy.parse import (
     parse_reservation,
     parse_workload,
 )
-from sovereignspec.policy.sovereignty import PolicyConflict, combine, tenant_of, tolerates
+from sovereignspec.policy.sovereignty import combine
 
 
 def _pol(name: str, **spec: object) -> SovereigntyPolicy:
     return SovereigntyPolicy(metadata=ObjectMeta(name=name), spec=SovereigntyPolicySpec(**spec))  # type: ignore[arg-type]
-
-
-def test_policies_intersect() -> None:
-    rules = combine(
-        "t",
-        [
-            _pol("a", tenants=["t"], jurisdictions=["KR", "JP"], isolation="Node",
-                 trusted_tenants=["x", "y"]),
-            _pol("b", tenants=["t"], jurisdictions=["KR"], isolation="Node", trusted_tenants=["y"],
-                 limits=TenantLimits(min_tpot_slo_ms=20, classes=["batch"])),
-        ],
-    )  # fmt: skip
-    assert rules.jurisdictions == {"sovereignspec.io/jurisdiction": frozenset({"KR"})}
-    assert rules.isolated and rules.trusted == frozenset({"y"})
-    assert rules.min_tpot_slo_ms == 20 and rules.classes == frozenset({"batch"})
-    with pytest.raises(PolicyConflict, match="no jurisdiction"):
-        combine(
-            "t",
-            [_pol("a", tenants=["t"], jurisdictions=["KR"]), _pol("b", tenants=["t"], jurisdictions=["EU"])],
-        )
-    with pytest.raises(PolicyConflict):
-        combine(
-            "t",
-            [
-                _pol("a", tenants=["t"], node_selector={"p": "1"}),
-                _pol("b", tenants=["t"], node_selector={"p": "2"}),
-            ],
-        )
-    assert not combine("t", []).isolated
-
-
-def test_tenant_identity_from_namespace_label_not_pods() -> None:
-    assert tenant_of("ns1", {"ns1": {"sovereignspec.io/tenant": "bank"}}) == "bank"
-    assert tenant_of("ns2", {}) == "ns2"
 
 
 def test_claims_are_clamped_by_tenant_limits() -> None:
@@ -79,14 +45,6 @@ def test_claims_are_clamped_by_tenant_limits() -> None:
     assert [r.message.split("=")[0] for r in bad.malformed] == [
         "sovereignspec.io/expected-batch", "sovereignspec.io/spec-method"
     ]  # fmt: skip
-
-
-def test_tolerations() -> None:
-    taint = Taint(key="dedicated", value="kr", effect="NoSchedule")
-    assert tolerates([Toleration(key="dedicated", operator="Equal", value="kr")], taint)
-    assert tolerates([Toleration(operator="Exists")], taint)
-    assert not tolerates([Toleration(key="dedicated", value="eu")], taint)
-    assert not tolerates([Toleration(key="dedicated", operator="Exists", effect="NoExecute")], taint)
 
 
 def test_parse_quantity_and_node() -> None:
