@@ -80,7 +80,16 @@ start() {
   {
     echo "===== $(date -u +%FT%TZ) starting: $*"
   } >>"$LOG_DIR/$name.log"
-  setsid "$@" </dev/null >>"$LOG_DIR/$name.log" 2>&1 9>&- &
+  # The component keeps no inherited descriptor above 2: a caller's `flock /tmp/ss-cluster.lock ...`
+  # holds that lock on one (fd 3), and a daemon inheriting it held the lock for as long as it ran
+  # (every later `flock` waited forever). The subshell execs setsid, so $! is still the component.
+  (
+    for fd in /proc/self/fd/*; do
+      fd=${fd##*/}
+      if ((fd > 2)); then eval "exec ${fd}>&-" 2>/dev/null || true; fi
+    done
+    exec setsid "$@"
+  ) </dev/null >>"$LOG_DIR/$name.log" 2>&1 &
   echo $! >"$(pidfile "$name")"
   STARTED+=("$name")
   log "$name: started (pid $!), log $LOG_DIR/$name.log"
