@@ -295,10 +295,8 @@ class Carried:
     whose facts may differ since, and that index's own link (at most `DEPTH` links are kept).
 
     Deep enough to reach back past the decisions of other tenants and classes: each decision patches the
-    base snapshot once (its predecessors' pods), and one request's facts are memoised under its own keys.
-    With 4 links, the operator's scale bench (4 tenants x 2 classes, taking turns) found none of a
-    request's facts in reach and rebuilt all 500 nodes' rows for nearly every decision (py-spy: decide()
-    about 14 ms per decision in the operator, against 0.9 ms patched in bench/decide_bench.py)."""
+    base snapshot once (its predecessors' pods), and one request's facts are kept under its own keys, so
+    a shallow chain finds none of them (docs/scale.md, "What made the decision path O(changes)")."""
 
     DEPTH = 32
     __slots__ = ("older", "touched", "wide")
