@@ -96,29 +96,20 @@ def decision_status(d: Decision) -> SpeculationDecisionStatus:
             )
         )
     return SpeculationDecisionStatus(
-        state=d.state,
-        reason=d.reason,
-        message=d.message,
+        **{f: getattr(d, f) for f in _AS_RECORDED},
         mode="on" if d.speculative.enabled else "off",
-        node=d.node,
-        tenant=d.tenant,
         gpus=d.gpus if d.state == "Ready" else 0,
-        speculative=d.speculative,
-        predicted_speedup=d.predicted_speedup,
-        slack=d.slack,
-        acceptance=d.acceptance,
-        neighbours=d.neighbours,
-        reasons=d.reasons,
-        pod_set_updates=d.pod_set_updates,
         placements=d.placements if d.state == "Ready" and d.placements else None,
-        inputs=d.inputs,
-        speedup_by_k=d.speedup_by_k,
-        candidates=d.candidates,
-        telemetry_time=d.telemetry_time,
-        decided_at=d.decided_at,
-        observed_generation=d.observed_generation,
         conditions=conditions,
     )
+
+
+_AS_RECORDED = (
+    *("state", "reason", "message", "node", "tenant", "speculative", "predicted_speedup", "slack"),
+    *("acceptance", "neighbours", "reasons", "pod_set_updates", "inputs", "speedup_by_k", "candidates"),
+    *("telemetry_time", "decided_at", "observed_generation"),
+)
+"""The Decision's fields the status records as they are."""
 
 
 def speculation_decision_object(d: Decision, workload_uid: str | None) -> dict[str, Any]:

@@ -145,13 +145,9 @@ def admitted_fields(
         schedule=budget.schedule if budget.enabled else [[1, policy.max_batch, 0]],
         config=budget.config,
     )
+    claimed = ("workload_class", "target_model", "draft_model", "method", "tpot_slo_ms", "expected_batch")
     inputs = DecisionInputs(
-        workload_class=claims.workload_class,
-        target_model=claims.target_model,
-        draft_model=claims.draft_model,
-        method=claims.method,
-        tpot_slo_ms=claims.tpot_slo_ms,
-        expected_batch=claims.expected_batch,
+        **{f: getattr(claims, f) for f in claimed},
         placement=None if policy.placement == "RelativeSpeedup" else policy.placement,
     )
     return {
