@@ -68,6 +68,7 @@ from sovereignspec.policy.cache.index import carry_index, index_of, with_reserva
 from sovereignspec.policy.decide import decide
 from sovereignspec.policy.decision import Decision, check_entry, failed, speculation_decision_object
 from sovereignspec.policy.parse import ParseError
+from sovereignspec.policy.record import ReasonType
 from sovereignspec.policy.request import RequestError, request_for
 from sovereignspec.telemetry.annotations import DraftIdentity
 from sovereignspec.telemetry.join import build_snapshot as telemetry_snapshot
@@ -486,7 +487,7 @@ class Controller:
                 DECISION_ERRORS.labels(stage="decide").inc()
                 log.warning("cannot decide %s/%s", wl.namespace, wl.name, exc_info=True)
                 decision = failed(
-                    wl.namespace, wl.name, key.partition("/")[2] or key, now, "DecisionError",
+                    wl.namespace, wl.name, key.partition("/")[2] or key, now, ReasonType.DECISION_ERROR,
                     f"SovereignSpec could not decide this workload ({_describe(exc)}); retrying in "
                     f"{retry_after}s", requeue_after_seconds=retry_after,
                 )  # fmt: skip
@@ -550,7 +551,7 @@ class Controller:
                 extra=api_error(exc),
             )  # fmt: skip
             fallback = failed(
-                wl.namespace, wl.name, d.admission_check, now, "RecordRefused",
+                wl.namespace, wl.name, d.admission_check, now, ReasonType.RECORD_REFUSED,
                 f"SovereignSpec decided {d.state} ({d.reason}) but could not record it: {_describe(exc)}; "
                 f"retrying in {retry_after}s", requeue_after_seconds=retry_after,
             )  # fmt: skip
@@ -683,7 +684,7 @@ def parse_workload_safe(body: Mapping[str, Any]) -> WorkloadInfo:
         raise ParseError(str(exc)) from exc
 
 
-_FALLBACKS = frozenset({"RecordRefused"})
+_FALLBACKS = frozenset({ReasonType.RECORD_REFUSED})
 """Reasons of the answers written in place of a refused one (never replaced again: no loop)."""
 
 

@@ -60,6 +60,9 @@ class ReasonType(StrEnum):
     METHOD_DEFAULTED = "MethodDefaulted"
     TEMPLATE_CONFLICT = "TemplateConflict"
     CLAIMS_DISAGREE = "ClaimsDisagree"
+    # the operator's answers when it cannot decide or record (policy.decision.failed)
+    DECISION_ERROR = "DecisionError"
+    RECORD_REFUSED = "RecordRefused"
     # refused: what the template pins
     PINNED_CONFIG_INVALID = "PinnedConfigInvalid"
     PINNED_SPECULATION_OVER_K_MAX = "PinnedSpeculationOverKMax"
