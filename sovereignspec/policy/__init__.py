@@ -1,1 +1,1 @@
-"""Pure policy: sovereignty, conditions, placement and the decide() entry point."""
+"""Pure policy: the decide() entry point and one module per rule it applies (docs/decision-core.md)."""

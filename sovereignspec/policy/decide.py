@@ -10,8 +10,9 @@ and policies with `sovereignspec.policy.request.request_for`, then turn the Deci
 Hard rules first (`candidates`: sovereignty, flavor, TAS, template, taints, capacity, isolation, I1-I5),
 then speculation (`speculation`, `budget`: only ever switched off by missing telemetry, I6), then
 class-aware placement (`placement`), then additive podSetUpdates (I4). `Rejected` only when no node in
-the cluster can ever pass the static rules or the tenant's policies contradict; anything that can change
-gives `Retry` after `retryAfterSeconds`. Caches live in `sovereignspec.policy.cache`, not here.
+the cluster can ever pass the static rules, the tenant's policies contradict, or a template pins a
+config the policy refuses; anything that can change gives `Retry` after `retryAfterSeconds`. Caches
+live in `sovereignspec.policy.cache`, not here; docs/decision-core.md maps the modules.
 """
 
 from __future__ import annotations

@@ -152,7 +152,7 @@ class Options:
     """Evaluation row -> its neighbours without the workload's own old pods, where it had some."""
 
     def gpu_info(self, c: int) -> GpuInfo:
-        """Candidate c's GPU state (c is taken as a row of the candidates as given)."""
+        """Candidate c's GPU state (its free GPUs, load u, free framebuffer)."""
         return self.gpu.infos[int(self.cands.at[c])] if self.gpu is not None else NO_GPU_INFO
 
     def evaluated(self, c: int) -> bool:
