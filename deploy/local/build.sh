@@ -5,7 +5,7 @@
 # pinned module; one `go build -o bin pkg1 pkg2 ...` per set so shared packages compile once. A stamp
 # keyed by the set's version makes warm runs skip the set. Prints the build time of every set.
 #
-# Usage: build.sh [SET...]   (sets: kubernetes kwok kueue helm etcd; default: all)
+# Usage: build.sh [SET...]   (sets: kubernetes kwok kueue lws helm etcd; default: all)
 # BUILD_DRY_RUN=1 prints which sets would be built and changes nothing.
 # While a set compiles, a progress line every PROGRESS_SECONDS (30) names the set (n of N), the elapsed
 # time and the number of Go packages compiled so far, so a cold build (~18 min on 2 cores) never looks hung.
@@ -53,6 +53,7 @@ set_key() {
   kubernetes) echo "$KUBERNETES_VERSION" ;;
   kwok) echo "$KWOK_VERSION" ;;
   kueue) echo "$KUEUE_VERSION" ;;
+  lws) echo "$LWS_VERSION" ;;
   helm) echo "$HELM_MODULE@$HELM_VERSION" ;;
   etcd) echo "$ETCD_VERSION" ;;
   esac
@@ -63,7 +64,8 @@ build_set() {
   local name=$1 ldflags=$2
   shift 2
   local out="$BIN_DIR/"
-  # A single package may be given its binary name (etcd's main package is its module root, ".../v3").
+  # A single package may be given its binary name (etcd's main package is its module root, ".../v3";
+  # LWS's is ".../cmd").
   [[ -n "${OUT_NAME:-}" ]] && out="$BIN_DIR/$OUT_NAME"
   local t0=$SECONDS vlog="$LOG_DIR/build-$name.packages"
   log "$name $(set_key "$name"): resolving modules"
@@ -180,6 +182,25 @@ build_kueue() {
     sigs.k8s.io/kueue/cmd/kueue
 }
 
+# LeaderWorkerSet at the version Kueue's own go.mod requires (versions.env); its cmd/ is the manager.
+# Its main package is "cmd", so the binary is named explicitly.
+build_lws() {
+  OUT_NAME=lws build_simple lws sigs.k8s.io/lws "$LWS_VERSION" \
+    "-X sigs.k8s.io/lws/pkg/version.GitVersion=$LWS_VERSION -X sigs.k8s.io/lws/pkg/version.BuildDate=$BUILD_DATE" \
+    sigs.k8s.io/lws/cmd
+}
+
+# LWS's CRDs (config/crd) and webhook configurations (config/webhook), rendered by render_lws.py.
+share_lws() {
+  local src dst="$CACHE/share/lws-$LWS_VERSION"
+  [[ -f "$dst/webhook/manifests.yaml" ]] && return 0
+  src=$(module_dir "sigs.k8s.io/lws@$LWS_VERSION")
+  rm -rf "$dst.tmp" && mkdir -p "$dst.tmp"
+  cp -r "$src/config/crd" "$src/config/webhook" "$dst.tmp/"
+  chmod -R u+w "$dst.tmp"
+  rm -rf "$dst" && mv "$dst.tmp" "$dst"
+}
+
 build_helm() {
   build_simple helm "$HELM_MODULE" "$HELM_VERSION" \
     "-X $HELM_MODULE/internal/version.version=$HELM_VERSION" \
@@ -200,9 +221,9 @@ build_etcd() {
   OUT_NAME=etcd build_set etcd "" go.etcd.io/etcd/server/v3
 }
 
-ALL_SETS=(kubernetes kwok kueue helm etcd)
+ALL_SETS=(kubernetes kwok kueue lws helm etcd)
 declare -A SET_BINS=([kubernetes]="kube-apiserver kube-controller-manager kube-scheduler kubectl"
-  [kwok]=kwok [kueue]=kueue [helm]=helm [etcd]=etcd)
+  [kwok]=kwok [kueue]=kueue [lws]=lws [helm]=helm [etcd]=etcd)
 sets=("$@")
 [[ ${#sets[@]} -gt 0 ]] || sets=("${ALL_SETS[@]}")
 total0=$SECONDS
@@ -225,6 +246,7 @@ for s in "${sets[@]}"; do
   case "$s" in
   kwok) share_kwok ;;
   kueue) share_kueue ;;
+  lws) share_lws ;;
   esac
 done
 [[ "${BUILD_DRY_RUN:-0}" == 1 ]] && exit 0

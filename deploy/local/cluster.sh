@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The local test bed: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK (fake GPU
-# nodes), the Kueue manager and Prometheus, all as plain processes on 127.0.0.1. No Docker.
+# nodes), the LeaderWorkerSet controller, the Kueue manager and Prometheus, all as plain processes on
+# 127.0.0.1. No Docker.
 #
 #   cluster.sh up       build (once) and start whatever is not running, wait until all is ready
 #   cluster.sh down     stop exactly the processes this script started (by pidfile)
@@ -12,12 +13,13 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok kueue prometheus)
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok lws kueue prometheus)
 ADMIN_KUBECONFIG="$CONF_DIR/admin.kubeconfig"
 API_URL="https://127.0.0.1:$APISERVER_PORT"
 PROMETHEUS_URL="http://127.0.0.1:$PROMETHEUS_PORT"
 PROM_TARGETS_DIR="$CACHE/prometheus/targets"
 KUEUE_SHARE="$CACHE/share/kueue-$KUEUE_VERSION"
+LWS_SHARE="$CACHE/share/lws-$LWS_VERSION"
 KWOK_STAGES="$CACHE/share/kwok-$KWOK_VERSION/stages.yaml"
 # Kueue v0.19 reads its metrics serving cert from this fixed path when internal cert management is
 # off (cmd/kueue/main.go); see kueue_metrics_cert_launcher.
@@ -200,6 +202,7 @@ pki() {
     "$loop,IP:10.96.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
   cert kueue-webhook kueue-webhook "" server "$loop"
   cert kueue-metrics kueue-metrics "" server "$loop"
+  cert lws-webhook lws-webhook "" server "$loop"
   cert admin sovereignspec-admin system:masters client
   cert kube-controller-manager system:kube-controller-manager "" client
   cert kube-scheduler system:kube-scheduler "" client
@@ -207,9 +210,10 @@ pki() {
   # its own webhook configurations. Both run as cluster admins in this throwaway test bed.
   cert kwok kwok system:masters client
   cert kueue kueue-manager system:masters client
+  cert lws lws-manager system:masters client
   # Kueue's watchers read tls.crt/tls.key (and ca.crt) from a directory.
   local d
-  for d in kueue-webhook kueue-metrics; do
+  for d in kueue-webhook kueue-metrics lws-webhook; do
     mkdir -p "$PKI_DIR/$d"
     cp -f "$PKI_DIR/$d.crt" "$PKI_DIR/$d/tls.crt"
     cp -f "$PKI_DIR/$d.key" "$PKI_DIR/$d/tls.key"
@@ -220,6 +224,7 @@ pki() {
   kubeconfig kube-scheduler kube-scheduler
   kubeconfig kwok kwok
   kubeconfig kueue kueue
+  kubeconfig lws lws
 }
 
 # KUEUE_CMD: how to launch Kueue so that it finds its metrics cert at the fixed path.
@@ -265,6 +270,23 @@ nodes_ready() {
   [[ "$have" -ge "$want" ]]
 }
 kueue_ready() { curl_ok "http://127.0.0.1:$KUEUE_HEALTH_PORT/readyz" | grep -qx ok; }
+lws_ready() { curl_ok "http://127.0.0.1:$LWS_HEALTH_PORT/readyz" | grep -qx ok; }
+# Through the apiserver: a server-side dry-run create of a LeaderWorkerSet passes LWS's mutating and
+# validating webhooks (URL, CA bundle, serving cert). LWS starts before Kueue, so Kueue's own LWS
+# webhooks are not registered yet and only LWS answers here.
+lws_webhook_ready() {
+  "${KUBECTL[@]}" create --dry-run=server -o name -f - <<EOF
+apiVersion: leaderworkerset.x-k8s.io/v1
+kind: LeaderWorkerSet
+metadata: {name: webhook-probe, namespace: default}
+spec:
+  leaderWorkerTemplate:
+    size: 2
+    workerTemplate:
+      spec:
+        containers: [{name: c, image: probe}]
+EOF
+}
 # End to end through the apiserver: a server-side dry-run create passes Kueue's mutating and
 # validating webhooks for ResourceFlavor, so the URL, the CA bundle and the serving cert all work.
 kueue_webhook_ready() {
@@ -378,7 +400,51 @@ integrations:
   - batch/job
   - pod
   - deployment
+  - statefulset
+  - leaderworkerset.x-k8s.io/leaderworkerset
 EOF
+}
+
+lws_config() {
+  cat >"$CONF_DIR/lws-config.yaml" <<EOF
+apiVersion: config.lws.x-k8s.io/v1alpha1
+kind: Configuration
+health:
+  healthProbeBindAddress: 127.0.0.1:$LWS_HEALTH_PORT
+metrics:
+  # HTTPS with authn/authz by the API server; controller-runtime serves a self-signed cert.
+  bindAddress: 127.0.0.1:$LWS_METRICS_PORT
+webhook:
+  host: 127.0.0.1
+  port: $LWS_WEBHOOK_PORT
+  certDir: $PKI_DIR/lws-webhook
+# Certificates come from our CA (cluster.sh pki), not LWS's in-cluster cert rotator.
+internalCertManagement:
+  enable: false
+leaderElection:
+  leaderElect: false
+clientConnection:
+  qps: 100
+  burst: 200
+EOF
+}
+
+# The LeaderWorkerSet controller (sigs.k8s.io/lws at the version Kueue requires). Started before
+# Kueue: Kueue's LWS integration needs the LeaderWorkerSet CRD served when it sets up.
+up_lws() {
+  [[ -f "$LWS_SHARE/webhook/manifests.yaml" ]] || die "LWS manifests missing; run deploy/local/build.sh lws"
+  "$PYTHON" -c 'import yaml' 2>/dev/null || die "$PYTHON lacks PyYAML: run 'make venv' first"
+  "$PYTHON" "$LOCAL_DIR/render_lws.py" "$LWS_SHARE" "$LWS_WEBHOOK_PORT" "$PKI_DIR/ca.crt" \
+    "$CONF_DIR/lws-crds.yaml" "$CONF_DIR/lws-webhooks.yaml"
+  "${KUBECTL[@]}" apply --server-side --force-conflicts -f "$CONF_DIR/lws-crds.yaml" >/dev/null
+  "${KUBECTL[@]}" wait --for condition=Established --timeout 60s -f "$CONF_DIR/lws-crds.yaml" >/dev/null
+  "${KUBECTL[@]}" create namespace lws-system --dry-run=client -o yaml | "${KUBECTL[@]}" apply -f - >/dev/null
+  "${KUBECTL[@]}" apply --server-side --force-conflicts -f "$CONF_DIR/lws-webhooks.yaml" >/dev/null
+  lws_config
+  start lws "$LWS_WEBHOOK_PORT $LWS_METRICS_PORT $LWS_HEALTH_PORT" "$BIN_DIR/lws" \
+    --kubeconfig "$CONF_DIR/lws.kubeconfig" --config "$CONF_DIR/lws-config.yaml" --zap-log-level=2
+  wait_for lws 120 lws_ready
+  wait_for lws 60 lws_webhook_ready
 }
 
 up_kueue() {
@@ -490,11 +556,15 @@ KWOK_PORT=$KWOK_PORT
 KUEUE_WEBHOOK_PORT=$KUEUE_WEBHOOK_PORT
 KUEUE_METRICS_PORT=$KUEUE_METRICS_PORT
 KUEUE_HEALTH_PORT=$KUEUE_HEALTH_PORT
+LWS_WEBHOOK_PORT=$LWS_WEBHOOK_PORT
+LWS_METRICS_PORT=$LWS_METRICS_PORT
+LWS_HEALTH_PORT=$LWS_HEALTH_PORT
 PROMETHEUS_PORT=$PROMETHEUS_PORT
 FREE_PORT_FIRST=$FREE_PORT_FIRST
 FREE_PORT_LAST=$FREE_PORT_LAST
 KUBERNETES_VERSION=$KUBERNETES_VERSION
 KUEUE_VERSION=$KUEUE_VERSION
+LWS_VERSION=$LWS_VERSION
 KWOK_VERSION=$KWOK_VERSION
 ETCD_VERSION=$ETCD_VERSION
 HELM_VERSION=$HELM_VERSION
@@ -504,13 +574,14 @@ EOF
 
 cmd_up() {
   local t0=$SECONDS
-  "$LOCAL_DIR/build.sh" kubernetes etcd kwok kueue # helm is built by build.sh (all), not needed to run
+  "$LOCAL_DIR/build.sh" kubernetes etcd kwok kueue lws # helm is built by build.sh (all), not needed to run
   local tb=$SECONDS
   pki
   up_etcd
   up_apiserver
   up_controller_manager
   up_kwok
+  up_lws
   up_kueue
   up_prometheus
   write_env

@@ -29,8 +29,11 @@ KUEUE_METRICS_PORT=$((PORT_BASE + 7))
 KUEUE_HEALTH_PORT=$((PORT_BASE + 8))
 PROMETHEUS_PORT=$((PORT_BASE + 9))
 # +10: reserved (Kueue's visibility server, disabled: see cluster.sh kueue_config).
+LWS_WEBHOOK_PORT=$((PORT_BASE + 11))
+LWS_METRICS_PORT=$((PORT_BASE + 12))
+LWS_HEALTH_PORT=$((PORT_BASE + 13))
 # Left free for later components (telemetry simulator, operator, tests); published in $RUN_DIR/env.
-FREE_PORT_FIRST=$((PORT_BASE + 11))
+FREE_PORT_FIRST=$((PORT_BASE + 14))
 FREE_PORT_LAST=$((PORT_BASE + 29))
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
