@@ -42,6 +42,7 @@ FLAVOR = "admitted flavor's nodeLabels"
 OUTSIDE_TAS = "outside the TAS assignment"
 NOT_READY = "not ready or unschedulable"
 NO_CAPACITY = "no free GPU capacity"
+NOT_WHOLE = "not a whole free node for the group's pods"
 ISOLATION = "isolation"
 
 LATE = (FLAVOR, OUTSIDE_TAS, NOT_READY)
@@ -63,6 +64,9 @@ class Constraints:
     flavor_labels_by_set: Mapping[str, Mapping[str, str]]
     tas: frozenset[str] | None
     """The nodes of its TAS assignments (None: no pod set has one)."""
+    whole: tuple[int, ...] = ()
+    """A multi-node engine (policy/group.py): the per-pod GPU counts; each pod takes a whole node of
+    exactly that many GPUs, all free (`need` is then one pod's GPUs)."""
 
 
 def constraints_of(
@@ -141,6 +145,8 @@ class Candidates:
     """Each candidate's free GPUs (by the last node of a repeated name, as every name-keyed fact)."""
     canon: IntArray
     """Each candidate's canonical candidate: itself, or the last one of the same name."""
+    excluded: Mapping[str, int]
+    """How many nodes each exclusion removed."""
 
 
 def sovereign_candidates(facts: Facts, c: Constraints, retry: int) -> Candidates | Refusal:
@@ -169,7 +175,11 @@ def sovereign_candidates(facts: Facts, c: Constraints, retry: int) -> Candidates
         free[i] = facts.free_gpus(rows.nodes[i])
         iso[i] = facts.isolation_ok(rows.nodes[i].name)
     fits = free >= c.need if c.tas is None else np.ones(len(free), dtype=np.bool_)
-    for why, out in ((NO_CAPACITY, ~fits), (ISOLATION, fits & ~iso)):
+    not_whole = np.zeros_like(fits)
+    if c.whole:  # each pod of a multi-node engine takes a whole node: all its GPUs, all free
+        whole = np.isin(rows.alloc, c.whole) & (free >= rows.alloc)
+        not_whole, fits = fits & ~whole, fits & whole
+    for why, out in ((NO_CAPACITY, ~fits & ~not_whole), (NOT_WHOLE, not_whole), (ISOLATION, fits & ~iso)):
         if count := int(np.count_nonzero(out)):
             excluded[why] = excluded.get(why, 0) + count
     at: IntArray = np.flatnonzero(fits & iso)
@@ -182,7 +192,7 @@ def sovereign_candidates(facts: Facts, c: Constraints, retry: int) -> Candidates
         canon = np.asarray([last[n.name] for n in nodes], dtype=np.int64)
         free_c = free_c[canon]
     refusal = _refusal(facts, c, nodes, excluded, static.possible, retry)
-    return refusal or Candidates(nodes, rows, at, free_c, canon)
+    return refusal or Candidates(nodes, rows, at, free_c, canon, excluded)
 
 
 def _refusal(

@@ -11,7 +11,9 @@ Hard rules first (`candidates`: sovereignty, flavor, TAS, template, taints, capa
 then speculation (`speculation`, `budget`: only ever switched off by missing telemetry, I6), then
 class-aware placement (`placement`), then additive podSetUpdates (I4). `Rejected` only when no node in
 the cluster can ever pass the static rules, the tenant's policies contradict, or a template pins a
-config the policy refuses; anything that can change gives `Retry` after `retryAfterSeconds`. Caches
+config the policy refuses, or a multi-node group's pod set holds pods that each need a whole node
+(policy/group.py: only TAS can place those); anything that can change gives `Retry` after
+`retryAfterSeconds`. Caches
 live in `sovereignspec.policy.cache`, not here; docs/decision-core.md maps the modules.
 """
 
@@ -24,7 +26,8 @@ from sovereignspec.policy.budget import batch_ranges, budget_on, pinned_budget
 from sovereignspec.policy.cache.facts import Facts
 from sovereignspec.policy.cache.index import index_of
 from sovereignspec.policy.candidates import constraints_of, sovereign_candidates
-from sovereignspec.policy.claims import claim_annotations, read_claims
+from sovereignspec.policy.claims import read_claims
+from sovereignspec.policy.group import gate_with, group_fields, place_group, plan_group, whole_nodes
 from sovereignspec.policy.pin import read_pins
 from sovereignspec.policy.placement import choose, pod_set_updates
 from sovereignspec.policy.record import Decision, ReasonType, Record, Refusal
@@ -51,8 +54,15 @@ def decide(
     except PolicyConflict as exc:
         return record.finish("Rejected", ReasonType.CONTRADICTORY_POLICIES, str(exc), tenant=tenant)
 
-    # The workload's claims, and what its templates pin (a pin the policy forbids is refused).
-    claims = read_claims(claim_annotations(wl), policy, rules)
+    # The workload's claims (every pod of a group must agree: policy/group.py), and what its templates
+    # pin (a pin the policy forbids is refused).
+    group = plan_group(wl, snapshot.pods)
+    if group.waiting is not None:
+        return record.finish("Pending", ReasonType.WAITING_FOR_PODS, group.waiting)
+    if group.refusal is not None:
+        return record.refuse(group.refusal, tenant=tenant)
+    wl = group.workload
+    claims = read_claims(group.claims.annotations, policy, rules)
     pins = read_pins(wl.pod_sets, policy)
     if (refused := pins.refused) is not None:
         return record.finish("Rejected", refused.type, refused.message, tenant=tenant)
@@ -62,19 +72,26 @@ def decide(
     constraints = constraints_of(wl, snapshot.flavors, snapshot.nodes, rules, retry)
     if isinstance(constraints, Refusal):
         return record.refuse(constraints, tenant=tenant)
+    if group.units:  # a multi-node engine: whole nodes, one per pod set
+        constraints = whole_nodes(constraints, group.units)
     facts = Facts(snapshot, policies, wl, rules)
     cands = sovereign_candidates(facts, constraints, retry)
     if isinstance(cands, Refusal):
         return record.refuse(cands, tenant=tenant)
 
     # Speculation: allowed at all, and what it predicts on each candidate (S_real, slack, k*).
-    gate = speculation_gate(facts, claims, pins, now)
+    gate = gate_with(speculation_gate(facts, claims, pins, now), group.claims)
     ranges = batch_ranges(policy.batch_breakpoints, policy.max_batch)
     options = evaluate_candidates(facts, cands, claims, gate, ranges)
 
     # Placement, then the draft budget k*(B) on the node(s) chosen (or what the template pins).
     tas = constraints.tas is not None
     place = choose(facts, options, gate.off is None, claims, tas)
+    if group.units:
+        grouped = place_group(group.units, cands, place, rules, retry)
+        if isinstance(grouped, Refusal):
+            return record.refuse(grouped, tenant=tenant)
+        place = grouped
     chosen = cands.nodes[place.chosen]
     no_gain = f"no draft budget reaches S_real ≥ {1 + policy.min_gain:.2f} on {chosen.name}"
     k_star, k_self, off = placed_budgets(options, place.placed, gate.off)
@@ -83,13 +100,16 @@ def decide(
         budget = pinned_budget(pins.largest, policy.max_batch, budget.off)
 
     # The record: additive pod-set updates (I4), every reason, the figures, the message.
+    node_of, placements, note = group_fields(group.units, cands, place)
     updates, conflicts = pod_set_updates(
-        wl, rules, chosen, budget, tas, constraints.flavor_labels_by_set, pins
+        wl, rules, chosen, budget, tas, constraints.flavor_labels_by_set, pins, node_of
     )
     reasons = [*([budget.off] if budget.off else []), *claims.malformed[1:], *claims.notes, *conflicts]
     if not budget.enabled:
         reasons += [why for c in place.placed if (why := options.node_off(c)) is not None]
     fields = admitted_fields(facts, options, place, budget, claims, gate.estimate)
+    fields["message"] = f"{fields['message']}{note}"
     return record.finish(
-        "Ready", tenant=tenant, gpus=constraints.need, pod_set_updates=updates, reasons=reasons, **fields
-    )
+        "Ready", tenant=tenant, gpus=constraints.need, pod_set_updates=updates, placements=placements,
+        reasons=reasons, **fields,
+    )  # fmt: skip

@@ -14,13 +14,14 @@ So claims are read from the templates where Kueue keeps them and from the group'
 (`with_members`), and every source must agree (`claims_of`): one vLLM engine runs one
 `--speculative-config`. A LeaderWorkerSet is one engine over several nodes (`spans_nodes`): each pod
 takes a whole node and every pod set is pinned to its own node (`place_units`), all in one
-jurisdiction. The per-range rule for the schedule over several nodes is `group_schedule`.
+jurisdiction. The schedule over several nodes is the per-range minimum of k* (budget.budget_on, the rule
+TAS placements already used; docs/decision.md says why).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sovereignspec.api.meta import (
     ANNOTATION_CLASS,
@@ -30,10 +31,15 @@ from sovereignspec.api.meta import (
     ANNOTATION_TARGET_MODEL,
     ANNOTATION_TPOT_SLO_MS,
 )
+from sovereignspec.api.speculation_decision import Placement as PodSetPlacement
 from sovereignspec.api.speculation_decision import Reason
-from sovereignspec.model.cluster import PodInfo
+from sovereignspec.model.cluster import NodeInfo, PodInfo
 from sovereignspec.model.workload import PodSetInfo, WorkloadInfo
-from sovereignspec.policy.record import ReasonType
+from sovereignspec.policy.candidates import Candidates, Constraints
+from sovereignspec.policy.placement import Placement
+from sovereignspec.policy.record import ReasonType, Refusal
+from sovereignspec.policy.sovereignty import TenantRules
+from sovereignspec.policy.speculation import Gate
 
 POD_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 ROLE_HASH_ANNOTATION = "kueue.x-k8s.io/role-hash"
@@ -194,14 +200,86 @@ def place_units(
     return None
 
 
-def group_schedule(k_rows: Sequence[Sequence[int]]) -> list[int]:
-    """k per batch range for one engine on several nodes: the minimum of k* over its nodes.
+# ---- decide()'s steps for groups -----------------------------------------------------------------
 
-    A tensor-parallel step finishes when its slowest shard does, so the node with the least slack sets
-    the step time of the whole group. k* is the best budget on each node under both admission
-    conditions; the neighbour condition only gets easier as k falls, so the minimum keeps every node's
-    neighbours within their SLO margin, and on the slowest node (which governs the step) the minimum is
-    that node's own k*. See docs/decision.md."""
-    if not k_rows:
-        return []
-    return [min(col) for col in zip(*k_rows, strict=True)]
+
+@dataclass(frozen=True)
+class GroupPlan:
+    """What decide() needs to know about the workload as a group."""
+
+    workload: WorkloadInfo
+    """The workload, metadata-less pod sets read from their pods."""
+    claims: GroupClaims
+    units: tuple[Unit, ...] = ()
+    """The pod sets of a multi-node engine, each to a whole node of its own (empty: not one)."""
+    refusal: Refusal | None = None
+    waiting: str | None = None
+    """Why nothing can be decided yet (the claims are on pods not seen yet)."""
+
+
+def plan_group(wl: WorkloadInfo, pods: Sequence[PodInfo]) -> GroupPlan:
+    group = members(wl, pods)
+    if wl.owner_kind == "StatefulSet" and not group and not any(ps.annotations for ps in wl.pod_sets):
+        waiting = "the StatefulSet's pods (which hold its claims) are not seen yet"
+        return GroupPlan(wl, GroupClaims(annotations={}), waiting=waiting)
+    eff = with_members(wl, group)
+    claims = claims_of(eff, group)
+    if not spans_nodes(eff) or any(a.topology_domains is not None for a in eff.assignments):
+        return GroupPlan(eff, claims)  # one node, or where Kueue's TAS put the pods
+    us = tuple(units(eff))
+    big = unpinnable(us)
+    if big is None:
+        return GroupPlan(eff, claims, us)
+    msg = (
+        f"pod set {big.pod_set} has {big.pods} pods that each need a whole node, but one nodeSelector pins "
+        "all pods of a pod set to one node; use Kueue topology-aware scheduling"
+    )
+    return GroupPlan(
+        eff, claims, us, Refusal(state="Rejected", reason=ReasonType.GROUP_NEEDS_TOPOLOGY, message=msg)
+    )
+
+
+def whole_nodes(c: Constraints, us: Sequence[Unit]) -> Constraints:
+    """The constraints of a multi-node engine: a node must hold one pod, whole."""
+    return replace(c, need=max(u.gpus_per_pod for u in us), whole=tuple(sorted({u.gpus_per_pod for u in us})))
+
+
+def gate_with(gate: Gate, claims: GroupClaims) -> Gate:
+    """Claims that disagree turn speculation off, after the reasons that do not read claims."""
+    keep = (ReasonType.NO_GPU_REQUEST, ReasonType.TEMPLATE_PINS_SPECULATION)
+    if claims.disagreement is None or (gate.off is not None and gate.off.type in keep):
+        return gate
+    return replace(gate, off=claims.disagreement)
+
+
+def place_group(
+    us: Sequence[Unit], cands: Candidates, place: Placement, rules: TenantRules, retry: int
+) -> Placement | Refusal:
+    """Each unit on a whole node of its own, all in one jurisdiction, best-ranked first; or Retry."""
+    keys = sorted(rules.jurisdictions)
+    zone = [tuple(n.labels.get(k, "") for k in keys) for n in cands.nodes]
+    alloc = cands.rows.alloc[cands.at].tolist()
+    got = place_units(us, place.order, cands.free.tolist(), alloc, zone)
+    if got is not None:
+        return replace(place, order=[*got, *(c for c in place.order if c not in got)], placed=got)
+    suitable = ", ".join(sorted(n.name for n in cands.nodes)[:5])
+    excluded = ", ".join(f"{n} {w}" for w, n in sorted(cands.excluded.items(), key=lambda x: (-x[1], x[0])))
+    msg = (
+        f"no jurisdiction of tenant {rules.tenant} has {len(us)} whole free nodes for this group now "
+        f"({len(cands.nodes)} suitable: {suitable}; {excluded or 'none excluded'}); a group never spans "
+        f"jurisdictions; retry in {retry}s"
+    )
+    return Refusal(state="Retry", reason=ReasonType.GROUP_DOES_NOT_FIT, message=msg, retry_after=retry)
+
+
+def group_fields(
+    us: Sequence[Unit], cands: Candidates, place: Placement
+) -> tuple[dict[str, NodeInfo], list[PodSetPlacement], str]:
+    """Each pod set's node, the placements that reserve them, and the message's note (nothing unless
+    `us`, the units of a multi-node engine, were placed by place_group)."""
+    if not us:
+        return {}, [], ""
+    node_of = {u.pod_set: cands.nodes[c] for u, c in zip(us, place.placed, strict=True)}
+    placements = [PodSetPlacement(pod_set=u.pod_set, node=node_of[u.pod_set].name, gpus=u.need) for u in us]
+    note = "; group on " + ", ".join(f"{p.pod_set}={p.node}" for p in placements)
+    return node_of, placements, note

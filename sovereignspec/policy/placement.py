@@ -124,15 +124,20 @@ def pod_set_updates(
     tas: bool,
     flavor_labels_by_set: Mapping[str, Mapping[str, str]],
     pins: Pins,
+    node_of: Mapping[str, NodeInfo] | None = None,
 ) -> tuple[list[PodSetUpdate], list[Reason]]:
     """Pin the pods to `node` (its jurisdiction labels, the tenant's nodeSelector, its hostname unless
     TAS placed them) and label them with the speculation, additively. A pod set whose template pins its
-    speculation gets the label and config of its own pin."""
+    speculation gets the label and config of its own pin. `node_of` pins pod sets of a multi-node group
+    to nodes of their own."""
     conflicts: list[Reason] = []
-    selector: dict[str, str] = {key: node.labels[key] for key in sorted(rules.jurisdictions)}
-    selector.update(rules.node_selector)
-    if not tas:
-        selector[LABEL_HOSTNAME] = node.labels.get(LABEL_HOSTNAME, node.name)
+
+    def selector_for(n: NodeInfo) -> dict[str, str]:
+        selector: dict[str, str] = {key: n.labels[key] for key in sorted(rules.jurisdictions)}
+        selector.update(rules.node_selector)
+        if not tas:
+            selector[LABEL_HOSTNAME] = n.labels.get(LABEL_HOSTNAME, n.name)
+        return selector
 
     def additive(ps_name: str, kind: str, want: dict[str, str], have: Mapping[str, str]) -> dict[str, str]:
         kept = {}
@@ -162,7 +167,9 @@ def pod_set_updates(
                 name=ps.name,
                 labels=additive(ps.name, "label", labels, ps.labels),
                 annotations=additive(ps.name, "annotation", annotations, ps.annotations),
-                node_selector=additive(ps.name, "nodeSelector", selector, fixed),
+                node_selector=additive(
+                    ps.name, "nodeSelector", selector_for((node_of or {}).get(ps.name, node)), fixed
+                ),
                 tolerations=[t for t in rules.tolerations if t not in ps.tolerations],
             )
         )

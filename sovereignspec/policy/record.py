@@ -63,6 +63,10 @@ class ReasonType(StrEnum):
     # the operator's answers when it cannot decide or record (policy.decision.failed)
     DECISION_ERROR = "DecisionError"
     RECORD_REFUSED = "RecordRefused"
+    # pod groups (policy/group.py)
+    WAITING_FOR_PODS = "WaitingForPods"
+    GROUP_DOES_NOT_FIT = "GroupDoesNotFit"
+    GROUP_NEEDS_TOPOLOGY = "GroupNeedsTopology"
     # refused: what the template pins
     PINNED_CONFIG_INVALID = "PinnedConfigInvalid"
     PINNED_SPECULATION_OVER_K_MAX = "PinnedSpeculationOverKMax"

@@ -15,7 +15,6 @@ from sovereignspec.policy.group import (
     ROLE_HASH_ANNOTATION,
     Unit,
     claims_of,
-    group_schedule,
     members,
     place_units,
     spans_nodes,
@@ -135,12 +134,6 @@ def test_place_units_whole_nodes_in_one_jurisdiction() -> None:
     # A 4-GPU node does not host an 8-GPU pod, nor an 8-GPU node a 4-GPU pod.
     assert place_units([Unit("leader", 1, 4)], [0, 3], free, alloc, zone) == [3]
     assert place_units(us, [0, 3], free, alloc, zone) is None
-
-
-def test_group_schedule_is_the_per_range_minimum() -> None:
-    assert group_schedule([[3, 2, 0], [1, 2, 1]]) == [1, 2, 0]
-    assert group_schedule([[4, 4]]) == [4, 4]
-    assert group_schedule([]) == []
 
 
 @settings(max_examples=300, deadline=None)
