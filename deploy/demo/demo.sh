@@ -6,7 +6,7 @@
 #  2. installs the chart (CRDs, RBAC, the default SpeculationPolicy and AdmissionCheck) with helm;
 #  3. starts the telemetry simulator, registers it and the operator with the cluster's Prometheus,
 #     and starts the operator (`sovereignspec run`) AS THE CHART'S ServiceAccount (TokenRequest token);
-#  4. applies deploy/examples (3 tenants, sovereignty policies, queues, vLLM workloads) on six fake GPU
+#  4. applies deploy/examples (3 tenants, sovereignty policies, queues, vLLM workloads) on eight fake GPU
 #     nodes at mixed background load (deploy/demo/nodes.yaml);
 #  5. prints `kubectl get speculationdecisions -A` and `sovereignspec explain` of one decision.
 #
@@ -127,13 +127,20 @@ done
 echo "$n GPUs reporting"
 sleep 3 # one operator telemetry refresh
 
-step "applying deploy/examples (tenants, sovereignty, queues, vLLM Deployments and Jobs)"
+step "applying deploy/examples (tenants, sovereignty, queues, a LeaderWorkerSet, a StatefulSet, vLLM Deployments and Jobs)"
 "${K[@]}" apply --server-side --force-conflicts --field-manager sovereignspec-demo -f deploy/examples/00-tenants.yaml -f deploy/examples/10-sovereignty.yaml -f deploy/examples/20-queues.yaml
 "${K[@]}" wait --for jsonpath='{.status.conditions[?(@.type=="Active")].status}'=True --timeout 60s clusterqueue.kueue.x-k8s.io/llm-serving >/dev/null
+# The pod groups first: the LeaderWorkerSet takes two whole DE nodes (its decision reserves both) before
+# the single-GPU workloads arrive.
+"${K[@]}" apply --server-side --force-conflicts --field-manager sovereignspec-demo -f deploy/examples/50-vllm-leaderworkerset.yaml -f deploy/examples/55-vllm-statefulset.yaml
+for i in $(seq 60); do
+  "${K[@]}" get speculationdecisions -n clinic-de --no-headers 2>/dev/null | grep -q . && break
+  sleep 1
+done
 "${K[@]}" apply --server-side --force-conflicts --field-manager sovereignspec-demo -f deploy/examples/30-vllm-interactive.yaml -f deploy/examples/35-vllm-interactive-jobs.yaml -f deploy/examples/40-vllm-batch.yaml
 
 step "waiting for the decisions"
-want=8
+want=10
 for i in $(seq 120); do
   n=$("${K[@]}" get speculationdecisions -A --no-headers 2>/dev/null | awk '$1 ~ /^(bank-kr|clinic-de|shop-us)$/ && $8 != "Pending"' | wc -l)
   [ "$n" -ge "$want" ] && break
