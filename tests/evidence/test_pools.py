@@ -103,3 +103,13 @@ def test_cli_runs_a_pool_file_with_the_suite_shape(
     f.write_text(yaml.safe_dump({**TINY, "nodes": []}))
     assert main(["simulate", "--pool", str(f), "--seeds", "1", "--quiet"]) == 2
     assert "nodes: List should have at least 1 item" in capsys.readouterr().err
+
+
+def test_held_out_pools_in_the_docs_are_valid() -> None:
+    """docs/evidence/pools/*.yaml, the pools no rule was chosen on (docs/decision.md), stay loadable."""
+    docs = Path(__file__).resolve().parents[2] / "docs" / "evidence" / "pools"
+    files = sorted(docs.glob("*.yaml"))
+    assert len(files) >= 2
+    for f in files:
+        sc = load_pool(f).scenario(("mps", 2e-3))
+        assert sc.name == f.stem and any(e.subject for e in sc.engines)
