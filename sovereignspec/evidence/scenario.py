@@ -149,7 +149,8 @@ def single_gpu(
 ) -> Scenario:
     """One GPU, one subject placed at `arrival_s` and fixed background engines: for the micro claims.
     A subject that SovereignSpec decides for must arrive after the telemetry window has filled."""
-    node = NodeSpec("lab", gpu, 1)
+    # room for every engine: a subject that decide() judges must find a free slot on the GPU
+    node = NodeSpec("lab", gpu, 1, replicas=max(GPU_TYPES[gpu].replicas, len(background) + 1))
     bgs = tuple(
         EngineSpec(b.name, b.tenant, b.batch, b.slo_ms, ctx=b.ctx, prefill_ratio=b.prefill_ratio,
                    amplitude=0.0, node="lab") for b in background
