@@ -62,12 +62,21 @@ deploy/local/cluster.sh up
 source <(grep -E '^[A-Z_]+=' "$SOVEREIGNSPEC_CACHE/run/env" | sed 's/^/export /')
 K=("$KUBECTL" --kubeconfig "$KUBECONFIG")
 
-step "helm upgrade --install $RELEASE (CRDs, RBAC, default SpeculationPolicy + AdmissionCheck)"
+# The admission policy (charts/sovereignspec/README.md) with this test bed's Kueue identity (client
+# certificate CN kueue-manager); namespaces the test bed keeps outside Kueue for tests stay outside it.
+ADMISSION_POLICY='{"kueueUsernames": ["kueue-manager"], "namespaceSelector": {"matchExpressions": [
+  {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+   "values": ["kube-system", "kube-public", "kube-node-lease", "kueue-system", "'"$NS"'"]},
+  {"key": "sovereignspec.io/system", "operator": "NotIn", "values": ["true"]},
+  {"key": "sovereignspec.io/test-outside-kueue", "operator": "NotIn", "values": ["true"]}]}}'
+
+step "helm upgrade --install $RELEASE (CRDs, RBAC, default SpeculationPolicy + AdmissionCheck, admission policy)"
 # The operator runs below as a local process with the chart's ServiceAccount identity; the chart's own
 # Deployment is scaled to 0 here (no container runtime: the image cannot run on the fake nodes).
 "$HELM" upgrade --install "$RELEASE" charts/sovereignspec -n "$NS" --create-namespace \
   --set replicas=1 --set podDisruptionBudget.enabled=false --set-string 'nodeSelector.sovereignspec\.io/no-such-node=true' \
-  --set "operator.prometheusUrl=$PROMETHEUS_URL" --wait=false >"$WORK/helm.log"
+  --set "operator.prometheusUrl=$PROMETHEUS_URL" --set-json "admissionPolicy=$ADMISSION_POLICY" \
+  --wait=false >"$WORK/helm.log"
 "${K[@]}" scale deploy -n "$NS" "$RELEASE" --replicas 0 >/dev/null
 "${K[@]}" wait --for condition=Established --timeout 60s -f charts/sovereignspec/crds >/dev/null
 echo "installed: $("$HELM" list -n "$NS" -f "^$RELEASE\$" -o json | "$PY" -c 'import json,sys; r=json.load(sys.stdin)[0]; print(r["chart"], r["status"])')"

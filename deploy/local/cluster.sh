@@ -386,12 +386,22 @@ internalCertManagement:
   enable: false
 leaderElection:
   leaderElect: false
-manageJobsWithoutQueueName: false
+# Tenant namespaces: every Job and pod is Kueue's, queue name or not (charts/sovereignspec/README.md).
+# Kueue ignores system namespaces and those labelled sovereignspec.io/system=true (as the chart's
+# admission policy does), and, in this test bed only, sovereignspec.io/test-outside-kueue=true: tests
+# that need a pod running outside Kueue (a tenant DaemonSet, a neighbour engine) use that label.
+manageJobsWithoutQueueName: true
 managedJobsNamespaceSelector:
   matchExpressions:
   - key: kubernetes.io/metadata.name
     operator: NotIn
-    values: [kube-system, kueue-system]
+    values: [kube-system, kueue-system, kube-public, kube-node-lease]
+  - key: sovereignspec.io/system
+    operator: NotIn
+    values: ["true"]
+  - key: sovereignspec.io/test-outside-kueue
+    operator: NotIn
+    values: ["true"]
 clientConnection:
   qps: 100
   burst: 200

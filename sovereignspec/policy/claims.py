@@ -7,8 +7,10 @@ SpeculationPolicy's global floor `minTpotSloMs` (default 20 ms) counts as the fl
 may not claim counts as `batch` (or, if batch is not allowed either, the first allowed class in
 alphabetical order).
 
-Claims are read when a workload is decided: re-annotating a running pod changes nothing until the
-workload's next decision (a neighbour's SLO is read from its pod, clamped the same way).
+A workload's claims take effect when it is decided (admission): re-annotating its running pods
+changes nothing about its own placement or speculation until its next decision. As a neighbour of later
+decisions its SLO claim is read from its pod's current annotations, clamped the same way, so no
+re-annotation goes below the floor.
 
 Values are bounded before anything else reads them: a model name longer than `MAX_MODEL_CHARS`, or any
 other claim longer than `MAX_VALUE_CHARS`, is malformed, and a message quotes at most `SHOWN_CHARS` of

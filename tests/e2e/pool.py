@@ -200,11 +200,17 @@ class Pool:
     def _cq_state(self) -> str:
         return json.dumps((self._cq().get("status") or {}).get("conditions"))
 
-    def tenant(self, prefix: str, tenant_label: str | None = None) -> str:
-        """A namespace of this pool (selected by the ClusterQueue) with a LocalQueue named `lq`."""
+    def tenant(self, prefix: str, tenant_label: str | None = None, outside_kueue: bool = False) -> str:
+        """A namespace of this pool (selected by the ClusterQueue) with a LocalQueue named `lq`.
+
+        `outside_kueue`: Kueue manages nothing there (the local Kueue config skips namespaces labelled
+        sovereignspec.io/test-outside-kueue=true), for pods that must run without admission (a neighbour
+        engine, a tenant DaemonSet): everywhere else Kueue gates every pod, queue name or not."""
         labels = {POOL_LABEL: self.name}
         if tenant_label:
             labels["sovereignspec.io/tenant"] = tenant_label
+        if outside_kueue:
+            labels[OUTSIDE_KUEUE] = "true"
         ns = create_namespace(self.cluster, prefix, labels)
         self.namespaces.append(ns)
         self.apply(
@@ -300,6 +306,10 @@ def pod_template(
             ],
         },
     }
+
+
+OUTSIDE_KUEUE = "sovereignspec.io/test-outside-kueue"
+"""Namespaces the local test bed's Kueue leaves alone (deploy/local/cluster.sh, kueue_config)."""
 
 
 def job(name: str, namespace: str, annotations: dict[str, str], gpus: int = 1) -> dict[str, Any]:

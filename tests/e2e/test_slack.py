@@ -71,8 +71,11 @@ def test_saturated_gpu_runs_plain(stack: Stack, pool: Pool) -> None:
 def test_neighbour_at_its_slo_blocks_speculation(stack: Stack, pool: Pool) -> None:
     (node,) = pool.add_nodes(NodeDef("shared", base_load=0.3, gpus=1, replicas=2))
     pool.setup_queue()
-    # A neighbour engine already serving on the node's one GPU (time-sliced in two), outside Kueue.
-    other = pool.tenant("neighbour")
+    # A neighbour engine already serving on the node's one GPU (time-sliced in two), outside Kueue. Its
+    # administrator allows it a 1 ms SLO (limits.minTpotSloMs): without that, the SpeculationPolicy's
+    # 20 ms floor applies to its claim (issue 14: a tenant's own claim cannot switch neighbours off).
+    other = pool.tenant("neighbour", outside_kueue=True)
+    pool.sovereignty("tight-slo", {"tenants": [other], "limits": {"minTpotSloMs": 0.5}})
     core = client.CoreV1Api(pool.api)
     core.create_namespaced_pod(
         other,

@@ -80,6 +80,8 @@ def test_template_validates_against_kubernetes_136_schemas(
         "CustomResourceDefinition",
         "AdmissionCheck",
         "SpeculationPolicy",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
     } <= kinds
     # The validation is real: an unknown field in the pod spec fails.
     bad = rendered.replace(

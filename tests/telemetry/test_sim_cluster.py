@@ -58,7 +58,9 @@ def test_simulator_follows_cluster_pods(local_cluster: LocalCluster) -> None:
     )  # fmt: skip
     target = add_scrape_target(local_cluster, job, [f"127.0.0.1:{port}"])
     try:
-        with namespace(local_cluster, "telemetry-sim") as ns:
+        # Infrastructure of the test (a pod pinned by nodeName, outside Kueue): a system namespace, which
+        # neither Kueue nor the chart's admission policy manage.
+        with namespace(local_cluster, "telemetry-sim", {"sovereignspec.io/system": "true"}) as ns:
             annotations = {
                 "sovereignspec.io/target-model": "meta-llama/Llama-3.1-8B-Instruct",
                 "sovereignspec.io/draft-model": "eagle3-test",
