@@ -50,12 +50,15 @@ from sovereignspec.policy.cache.index import index_of
 from sovereignspec.policy.claims import read_claims
 from sovereignspec.policy.decide import decide
 from sovereignspec.policy.decision import configs_message
+from sovereignspec.policy.record import ReasonType
 from sovereignspec.policy.request import request_for
 from sovereignspec.policy.sovereignty import TenantRules
 
 # Reasons that mean "cannot tell today", not "would decide otherwise": no drift verdict on them, so a
 # telemetry gap never evicts a running workload (I6: missing telemetry changes only new decisions).
-UNKNOWN = frozenset({"NodeTelemetryMissing", "TelemetryMissing", "TelemetryStale"})
+UNKNOWN = frozenset(
+    {ReasonType.NODE_TELEMETRY_MISSING, ReasonType.TELEMETRY_MISSING, ReasonType.TELEMETRY_STALE}
+)
 
 
 @dataclass(frozen=True)
