@@ -9,19 +9,15 @@ inputs are the same objects. `index_of(snapshot)` builds (once) or returns a sna
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from sovereignspec.api.meta import ANNOTATION_DECISION
-from sovereignspec.model.cluster import (
-    ClusterSnapshot,
-    NamespaceInfo,
-    NodeInfo,
-    PodInfo,
-    Reservation,
-    WorkloadRef,
-    same_items,
-)
+from sovereignspec.model.cluster import ClusterSnapshot, NamespaceInfo, PodInfo, Reservation, same_items
 from sovereignspec.model.telemetry import EngineSample, GpuSample
 from sovereignspec.policy.cache.keys import FactKey
+
+if TYPE_CHECKING:  # annotations only
+    from sovereignspec.model.cluster import NodeInfo, WorkloadRef
 
 
 class SnapshotIndex:
