@@ -50,6 +50,7 @@ from sovereignspec.policy.cache.index import index_of
 from sovereignspec.policy.claims import read_claims
 from sovereignspec.policy.decide import decide
 from sovereignspec.policy.decision import configs_message
+from sovereignspec.policy.group import members, with_members
 from sovereignspec.policy.record import ReasonType
 from sovereignspec.policy.request import request_for
 from sovereignspec.policy.sovereignty import TenantRules
@@ -168,6 +169,11 @@ def evaluate_drift(
     st = decision.status
     if st is None or st.node is None or st.state != "Ready":
         return None
+    if st.placements:  # a group over several nodes: not re-decided on one node (docs/decision.md)
+        return None
+    # A pod group's claims are on its pods, which the one-node snapshot leaves out (they are not
+    # their own neighbours): read them from the whole snapshot first.
+    wl = with_members(wl, members(wl, snap.pods))
     node = st.node
     restricted = _one_node_snapshot(wl, st, snap, controller_name)
     as_pending = wl.model_copy(

@@ -462,3 +462,55 @@ def test_a_group_decision_reserves_every_node_it_placed() -> None:
     record["status"].pop("placements")
     leak = decide_scenario(scenario(job, nodes, pol, [group_wl, record], ("bank-a", "iso")))
     assert leak.node in held - {first.node}
+
+
+def _snapshot_of(data: dict[str, Any]) -> Any:
+    from sovereignspec.model.cluster import WorkloadRef
+    from sovereignspec.policy.parse import build_snapshot, parse_telemetry, parse_workload
+
+    wl = parse_workload(data["workload"])
+    ref = WorkloadRef(namespace=wl.namespace, name=wl.name, uid=wl.uid)
+    return wl, build_snapshot(data["objects"], parse_telemetry(data["telemetry"]), extra_workloads=[ref])
+
+
+def test_drift_sweep_reads_a_statefulsets_claims_from_its_pods_and_skips_multi_node_groups() -> None:
+    """The drift sweep re-decides on the admitted node without the workload's own pods: a StatefulSet's
+    claims must still come from them (else it would read as 'no longer chosen', drifted, every sweep);
+    a group over several nodes is not re-decided on one node."""
+    from datetime import UTC, datetime
+
+    from sovereignspec.api.speculation_decision import SpeculationDecision
+    from sovereignspec.policy.decision import speculation_decision_object
+    from sovereignspec.policy.drift import evaluate_drift
+
+    now = datetime(2026, 11, 29, 10, 0, 5, tzinfo=UTC)
+    small = {
+        **CLAIMS,
+        "sovereignspec.io/target-model": "llama-3.1-8b",
+        "sovereignspec.io/draft-model": "e3-8b",
+    }
+    wl_obj = workload("statefulset-web-abc", "bank-a", "StatefulSet", [pod_set("main", 3, 1, None)])
+    pods = [sts_pod("bank-a", i, "statefulset-web-abc", small) for i in range(3)]
+    pol = [{"tenants": ["bank-a"], "jurisdictions": ["DE"]}]
+    d = decide_scenario(scenario(wl_obj, [node("de-1", "DE")], pol, pods))
+    assert d.state == "Ready" and d.speculative.enabled
+    record = SpeculationDecision.model_validate(speculation_decision_object(d, None))
+    for p in pods:  # admitted: bound on the node with the decision's annotations
+        p["spec"] = {**p["spec"], "nodeName": "de-1", "schedulingGates": []}
+        p["status"] = {"phase": "Running"}
+        p["metadata"]["annotations"].update(
+            {
+                "sovereignspec.io/decision": d.workload,
+                "sovereignspec.io/speculative-config": d.speculative.config,
+            }
+        )
+    wl, snap = _snapshot_of(scenario(wl_obj, [node("de-1", "DE")], pol, pods))
+    result = evaluate_drift(wl, "sovereignspec", record, snap, now)
+    assert result is not None and not result.drifted, result
+
+    both = [node("de-1", "DE"), node("de-2", "DE")]
+    g = decide_scenario(scenario(lws("bank-a"), both, pol))
+    assert g.state == "Ready" and g.placements
+    grecord = SpeculationDecision.model_validate(speculation_decision_object(g, None))
+    gwl, gsnap = _snapshot_of(scenario(lws("bank-a"), both, pol))
+    assert evaluate_drift(gwl, "sovereignspec", grecord, gsnap, now) is None
