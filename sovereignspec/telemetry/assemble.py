@@ -7,16 +7,19 @@ Pure and clocked: `now` is the reader's clock, compared with each series' last s
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
 from datetime import UTC, datetime
+from functools import partial
+from typing import TypeVar
 
 from sovereignspec.model.telemetry import EngineSample, GpuSample, PodRef
 from sovereignspec.telemetry.gaps import Gap, GapCode
-from sovereignspec.telemetry.parse import VectorSample, checked_value, first_label
+from sovereignspec.telemetry.parse import VectorSample, checked_lazily, checked_value, first_label, in_range
 from sovereignspec.telemetry.queries import Query
 from sovereignspec.telemetry.reading import PodAcceptance, TelemetryReading
 
 HOST_LABELS = ("Hostname", "hostname", "node")
+TENSOR, FB = Query.TENSOR_ACTIVE.value, Query.FB_FREE.value
 MAX_FB_MIB = 1e7
 MAX_TPOT_SECONDS = 3600.0
 MAX_REQUESTS = 1e6
@@ -28,6 +31,7 @@ ACCEPT_TOLERANCE = 0.05
 QueryResult = list[VectorSample] | Gap
 GpuKey = tuple[str, str, str]  # node, UUID, MIG GPU instance id ("" for a whole GPU)
 EngineKey = tuple[str, str]  # namespace, pod
+K = TypeVar("K", bound=Hashable)
 
 
 def assemble(results: Mapping[Query, QueryResult], now: float, staleness_seconds: float) -> TelemetryReading:
@@ -73,29 +77,38 @@ def _errored(results: Mapping[Query, QueryResult], q: Query) -> bool:
 
 
 def _last_samples(
-    q: Query, keyed: list[tuple[str, VectorSample]], now: float, gaps: list[Gap]
-) -> dict[str, float]:
+    q: Query, keyed: list[tuple[K, VectorSample]], name: Callable[[K], str], now: float, gaps: list[Gap]
+) -> dict[K, float]:
     """Last sample time per subject, validated: finite, positive, not far in the future."""
-    out: dict[str, float] = {}
-    for subject, s in keyed:
-        v = checked_value(q.value, subject, s.value[1], 0.0, now + FUTURE_SKEW_SECONDS, low_open=True)
-        if isinstance(v, Gap):
-            gaps.append(v)
-        else:
-            out[subject] = max(v, out.get(subject, v))
+    out: dict[K, float] = {}
+    high = now + FUTURE_SKEW_SECONDS
+    for key, s in keyed:
+        text = s["value"][1]
+        v = in_range(text, 0.0, high, low_open=True)
+        if v is None:  # the subject's name only for the gap
+            gap = checked_value(q.value, name(key), text, 0.0, high, low_open=True)
+            if isinstance(gap, Gap):
+                gaps.append(gap)
+            continue
+        prev = out.get(key)
+        out[key] = v if prev is None or v > prev else prev
     return out
 
 
 def _is_fresh(
     q: Query,
-    subject: str,
-    seen: Mapping[str, float],
+    key: K,
+    name: Callable[[K], str],
+    seen: Mapping[K, float],
     now: float,
     staleness: float,
     failed: bool,
     gaps: list[Gap],
 ) -> bool:
-    ts = seen.get(subject)
+    ts = seen.get(key)
+    if ts is not None and now - ts <= staleness:
+        return True
+    subject = name(key)
     if ts is None:
         if not failed:  # an erroring freshness query is already one gap; don't repeat it per subject
             gaps.append(
@@ -103,26 +116,27 @@ def _is_fresh(
             )
         return False
     age = now - ts
-    if age > staleness:
-        gaps.append(
-            Gap(q.value, GapCode.STALE, f"{subject}: last sample {age:.0f}s old > staleness {staleness:g}s")
-        )
-        return False
-    return True
+    detail = f"{subject}: last sample {age:.0f}s old > staleness {staleness:g}s"
+    gaps.append(Gap(q.value, GapCode.STALE, detail))
+    return False
+
+
+def _engine_name(key: EngineKey) -> str:
+    return f"{key[0]}/{key[1]}"
 
 
 # ---- GPUs -------------------------------------------------------------------------------------
 
 
 def _gpu_key(q: Query, s: VectorSample, gaps: list[Gap]) -> GpuKey | None:
-    node = first_label(s.metric, HOST_LABELS)
-    uuid = s.metric.get("UUID")
+    node = first_label(s["metric"], HOST_LABELS)
+    uuid = s["metric"].get("UUID")
     if not node or not uuid:
         gaps.append(
-            Gap(q.value, GapCode.MISSING_LABEL, f"series without Hostname/hostname or UUID: {s.metric}")
+            Gap(q.value, GapCode.MISSING_LABEL, f"series without Hostname/hostname or UUID: {s['metric']}")
         )
         return None
-    return node, uuid, s.metric.get("GPU_I_ID", "")
+    return node, uuid, s["metric"].get("GPU_I_ID", "")
 
 
 def _gpu_name(key: GpuKey) -> str:
@@ -138,24 +152,24 @@ def _gpus(
     tensor: dict[GpuKey, float | None] = {}
     fb: dict[GpuKey, float | None] = {}
 
-    keyed: list[tuple[str, VectorSample]] = []
+    keyed: list[tuple[GpuKey, VectorSample]] = []
     for s in _rows(results, Query.GPU_FRESHNESS):
         k = _gpu_key(Query.GPU_FRESHNESS, s, gaps)
         if k is not None:
-            labels.setdefault(k, s.metric)
-            keyed.append((_gpu_name(k), s))
-    seen = _last_samples(Query.GPU_FRESHNESS, keyed, now, gaps)
+            labels.setdefault(k, s["metric"])
+            keyed.append((k, s))
+    seen = _last_samples(Query.GPU_FRESHNESS, keyed, _gpu_name, now, gaps)
 
     # Several series per GPU (one per pod with time-slicing): one value, the union of pods.
     for s in _rows(results, Query.TENSOR_ACTIVE):
         k = _gpu_key(Query.TENSOR_ACTIVE, s, gaps)
         if k is None:
             continue
-        labels.setdefault(k, s.metric)
-        pod = s.metric.get("pod", "")
+        labels.setdefault(k, s["metric"])
+        pod = s["metric"].get("pod", "")
         if pod:
-            pods[k].add((s.metric.get("namespace", ""), pod))
-        v = checked_value(Query.TENSOR_ACTIVE.value, _gpu_name(k), s.value[1], 0.0, 1.0)
+            pods[k].add((s["metric"].get("namespace", ""), pod))
+        v = checked_lazily(TENSOR, partial(_gpu_name, k), s["value"][1], 0.0, 1.0)
         if isinstance(v, Gap):
             if k not in tensor or tensor[k] is not None:
                 gaps.append(v)
@@ -169,12 +183,12 @@ def _gpus(
         k = _gpu_key(Query.FB_FREE, s, gaps)
         if k is None:
             continue
-        labels.setdefault(k, s.metric)
+        labels.setdefault(k, s["metric"])
         if k in fb:
             gaps.append(Gap(Query.FB_FREE.value, GapCode.DUPLICATE, f"{_gpu_name(k)}: several series"))
             fb[k] = None
             continue
-        v = checked_value(Query.FB_FREE.value, _gpu_name(k), s.value[1], 0.0, MAX_FB_MIB)
+        v = checked_lazily(FB, partial(_gpu_name, k), s["value"][1], 0.0, MAX_FB_MIB)
         if isinstance(v, Gap):
             gaps.append(v)
         fb[k] = None if isinstance(v, Gap) else v
@@ -183,7 +197,7 @@ def _gpus(
     out: list[GpuSample] = []
     for k in sorted(labels):
         m = labels[k]
-        ok = _is_fresh(Query.GPU_FRESHNESS, _gpu_name(k), seen, now, staleness, failed, gaps)
+        ok = _is_fresh(Query.GPU_FRESHNESS, k, _gpu_name, seen, now, staleness, failed, gaps)
         out.append(
             GpuSample(
                 node=k[0],
@@ -203,9 +217,10 @@ def _gpus(
 
 
 def _engine_key(q: Query, s: VectorSample, gaps: list[Gap]) -> EngineKey | None:
-    pod, ns = s.metric.get("pod"), s.metric.get("namespace")
+    pod, ns = s["metric"].get("pod"), s["metric"].get("namespace")
     if not pod or not ns:
-        gaps.append(Gap(q.value, GapCode.MISSING_LABEL, f"series without namespace/pod labels: {s.metric}"))
+        detail = f"series without namespace/pod labels: {s['metric']}"
+        gaps.append(Gap(q.value, GapCode.MISSING_LABEL, detail))
         return None
     return ns, pod
 
@@ -225,13 +240,13 @@ def _engine_values(
         k = _engine_key(q, s, gaps)
         if k is None:
             continue
-        if s.metric.get("model_name"):
-            models.setdefault(k, s.metric["model_name"])
+        if s["metric"].get("model_name"):
+            models.setdefault(k, s["metric"]["model_name"])
         if k in out:
             gaps.append(Gap(q.value, GapCode.DUPLICATE, f"{k[0]}/{k[1]}: several series"))
             out[k] = None
             continue
-        v = checked_value(q.value, f"{k[0]}/{k[1]}", s.value[1], low, high, low_open=low_open)
+        v = checked_lazily(q.value, partial(_engine_name, k), s["value"][1], low, high, low_open=low_open)
         if isinstance(v, Gap):
             gaps.append(v)
         out[k] = None if isinstance(v, Gap) else v
@@ -241,14 +256,14 @@ def _engine_values(
 def _engines(
     results: Mapping[Query, QueryResult], now: float, staleness: float, gaps: list[Gap]
 ) -> tuple[list[EngineSample], set[EngineKey], float | None]:
-    keyed: list[tuple[str, VectorSample]] = []
+    keyed: list[tuple[EngineKey, VectorSample]] = []
     keys: set[EngineKey] = set()
     for s in _rows(results, Query.ENGINE_FRESHNESS):
         k = _engine_key(Query.ENGINE_FRESHNESS, s, gaps)
         if k is not None:
             keys.add(k)
-            keyed.append((f"{k[0]}/{k[1]}", s))
-    seen = _last_samples(Query.ENGINE_FRESHNESS, keyed, now, gaps)
+            keyed.append((k, s))
+    seen = _last_samples(Query.ENGINE_FRESHNESS, keyed, _engine_name, now, gaps)
 
     models: dict[EngineKey, str] = {}
     tpot = _engine_values(results, Query.TPOT, 0.0, MAX_TPOT_SECONDS, gaps, models, low_open=True)
@@ -260,7 +275,7 @@ def _engines(
     out: list[EngineSample] = []
     fresh: set[EngineKey] = set()
     for k in sorted(keys):
-        ok = _is_fresh(Query.ENGINE_FRESHNESS, f"{k[0]}/{k[1]}", seen, now, staleness, failed, gaps)
+        ok = _is_fresh(Query.ENGINE_FRESHNESS, k, _engine_name, seen, now, staleness, failed, gaps)
         if ok:
             fresh.add(k)
         out.append(
@@ -297,14 +312,14 @@ def _acceptance(
         if k is None:
             continue
         subject = f"{k[0]}/{k[1]}"
-        pos_text = s.metric.get("position", "")
+        pos_text = s["metric"].get("position", "")
         if not pos_text.isdigit():
             gaps.append(
                 Gap(q.value, GapCode.MISSING_LABEL, f"{subject}: position label {pos_text!r} not an index")
             )
             bad.add(k)
             continue
-        v = checked_value(q.value, f"{subject} position {pos_text}", s.value[1], 0.0, MAX_COUNTER)
+        v = checked_value(q.value, f"{subject} position {pos_text}", s["value"][1], 0.0, MAX_COUNTER)
         if isinstance(v, Gap):
             gaps.append(v)
             bad.add(k)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
 
 from sovereignspec.telemetry.assemble import QueryResult, assemble
 from sovereignspec.telemetry.gaps import Gap, GapCode
-from sovereignspec.telemetry.parse import VectorSample, checked_value, parse_vector
+from sovereignspec.telemetry.parse import VectorSample, checked_value, in_range, parse_response, parse_vector
 from sovereignspec.telemetry.queries import Query
 
 NOW = 1_800_000_000.0
@@ -74,7 +75,7 @@ def test_parse_vector_rejects_other_shapes(raw: object, code: str) -> None:
 
 def test_parse_vector_accepts_an_instant_vector() -> None:
     samples, gap = parse_vector("q", [{"metric": {"pod": "a"}, "value": [NOW, "0.5"]}])
-    assert gap is None and samples[0].metric == {"pod": "a"} and samples[0].value == (NOW, "0.5")
+    assert gap is None and samples[0]["metric"] == {"pod": "a"} and samples[0]["value"] == (NOW, "0.5")
 
 
 @pytest.mark.parametrize(
@@ -255,3 +256,47 @@ def test_values_are_never_zero_when_missing() -> None:
     assert r.gpus == [] and r.engines == [] and r.pod_acceptance == []
     assert len(r.gaps) == len(Query) and r.newest_sample is None
     assert not math.isnan(r.time.timestamp())
+
+
+def _answer(result: object, result_type: str = "vector", status: str = "success") -> bytes:
+    return json.dumps({"status": status, "data": {"resultType": result_type, "result": result}}).encode()
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        (_answer([NOW, "1"], "scalar"), "wrong_type"),
+        (_answer([{"metric": {}, "values": [[NOW, "1"]]}], "matrix"), "wrong_type"),
+        (_answer([{"metric": {"a": 1}, "value": [NOW, "1"]}]), "wrong_type"),  # label not a string
+        (_answer([]), "empty"),
+        (b"<html>not json</html>", "bad_response"),
+        (b'{"status": "success"}', "bad_response"),  # no data
+    ],
+)
+def test_parse_response_gaps_match_parse_vector(body: bytes, code: str) -> None:
+    samples, gap = parse_response("q", body)
+    assert samples == [] and gap is not None and gap.code.value == code and gap.source == "q"
+
+
+def test_parse_response_reads_the_vector_from_bytes() -> None:
+    rows = [
+        {"metric": {"pod": "a", "UUID": "G1"}, "value": [NOW, "0.5"]},
+        {"metric": {}, "value": [NOW, "2"]},
+    ]
+    raw = json.loads(_answer(rows))
+    raw["warnings"] = ["ignored"]
+    fast, gap = parse_response("q", json.dumps(raw).encode())
+    slow, slow_gap = parse_vector("q", rows)
+    assert gap is None and slow_gap is None and fast == slow
+    assert fast[0]["metric"] == {"pod": "a", "UUID": "G1"} and fast[0]["value"] == (NOW, "0.5")
+
+
+@pytest.mark.parametrize(
+    "text", ["0", "1", "0.5", "-0.0", "-1e-9", "1.0000001", "NaN", "+Inf", "-Inf", "x", ""]
+)
+@pytest.mark.parametrize("low_open", [False, True])
+def test_in_range_accepts_exactly_what_checked_value_accepts(text: str, low_open: bool) -> None:
+    fast = in_range(text, 0.0, 1.0, low_open=low_open)
+    slow = checked_value("q", "s", text, 0.0, 1.0, low_open=low_open)
+    assert (fast is None) == isinstance(slow, Gap)
+    assert fast is None or fast == slow
