@@ -49,7 +49,7 @@ from sovereignspec.model.cluster import (
 from sovereignspec.model.telemetry import PodRef, TelemetrySnapshot
 from sovereignspec.model.workload import CheckEntry, WorkloadInfo
 from sovereignspec.operator.admission_checks import active_condition
-from sovereignspec.operator.drift import DRIFT, drift_condition, evaluate_drift, grace_over
+from sovereignspec.operator.drift import DRIFT, SweepPace, drift_condition, evaluate_drift, grace_over
 from sovereignspec.operator.health import HealthState
 from sovereignspec.operator.logs import api_error
 from sovereignspec.operator.metrics import (
@@ -248,11 +248,13 @@ class Controller:
         log.debug(
             "drift sweep over %d decisions, %d holding workloads", len(views.decisions), len(views.holding)
         )
+        pace = SweepPace(self.settings.drift_cpu_share)
         for raw in views.decisions:
-            # One decision at a time: a sweep over 1,000 decisions held the event loop for seconds, and
-            # every admission arriving meanwhile waited for it (the bench's p99). Parsed per sweep, not
-            # kept: keeping every parsed decision and workload cost ~40 MB of RSS at 1,000 workloads.
-            await asyncio.sleep(0)
+            # One decision at a time, paced to the CPU share (drift.SweepPace): a sweep over 1,000 decisions
+            # held the event loop for seconds, and every admission arriving meanwhile waited for it. Parsed
+            # per sweep, not kept: keeping every parsed decision and workload cost ~40 MB of RSS at 1,000.
+            await asyncio.sleep(pace.delay())
+            pace.resume()
             meta = raw.get("metadata") or {}
             ns, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
             body = views.holding_bodies.get((ns, name))

@@ -34,6 +34,7 @@ log = logging.getLogger("sovereignspec.handlers")
 T = TypeVar("T")
 
 KUEUE = ("kueue.x-k8s.io", "v1beta2")
+POD_FIELD_SELECTOR = "status.phase!=Succeeded,status.phase!=Failed"
 OURS = ("sovereignspec.io", "v1alpha1")
 
 
@@ -90,6 +91,9 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
         settings.persistence.finalizer = "sovereignspec.io/unused"  # never added: no change handlers
         settings.persistence.diffbase_storage = NoDiffBase()
         settings.execution.max_workers = 8
+        # Server-side: a finished pod holds no GPU and counts for no isolation (PodInfo.active), so the
+        # API server leaves finished pods out of the watch; a pod that finishes arrives as DELETED.
+        settings.watching.field_selectors["", "v1", "pods"] = POD_FIELD_SELECTOR
 
     @kopf.on.login(registry=registry)
     def login(**kwargs: Any) -> kopf.ConnectionInfo | None:

@@ -30,6 +30,13 @@ class OperatorSettings(BaseSettings):
     identity: str | None = Field(default=None, description="Leader-election identity; None = hostname+pid.")
     resync_seconds: float = Field(default=5.0, gt=0, description="Sweep of workloads still Pending.")
     drift_interval_seconds: float = Field(default=30.0, gt=0)
+    drift_cpu_share: float = Field(
+        default=0.1,
+        gt=0,
+        le=1,
+        description="Most of the operator's core a drift sweep may take: the sweep is paced to it, and "
+        "a sweep longer than the interval delays the next one. 1 = unpaced.",
+    )
     telemetry_refresh_seconds: float = Field(default=10.0, gt=0)
     api_concurrency: int = Field(
         default=32,

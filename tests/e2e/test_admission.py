@@ -20,6 +20,7 @@ from tests.e2e.pool import (
     running_pods,
     serving_annotations,
 )
+from tests.harness.wait import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -96,3 +97,51 @@ def test_deployment_through_pod_integration(stack: Stack, pool: Pool) -> None:
         ns, field_selector=f"involvedObject.name={wl['metadata']['name']}"
     )
     assert any(e.reason == "SpeculationReady" for e in events.items), [e.reason for e in events.items]
+
+
+def test_a_finished_pod_frees_its_gpus(stack: Stack, pool: Pool) -> None:
+    """The operator's pod watch leaves finished pods out server-side (a field selector): the API server
+    sends a pod that finishes as DELETED, and the operator must drop it and free its GPUs."""
+    (node,) = pool.add_nodes(NodeDef("f0"))
+    pool.setup_queue()
+    ns = pool.tenant("fin")
+    core = client.CoreV1Api(pool.api)
+    gpus = {"nvidia.com/gpu": "8"}
+    core.create_namespaced_pod(
+        ns,
+        client.V1Pod(
+            metadata=client.V1ObjectMeta(
+                name="all-gpus",
+                # KWOK's pod-complete stage: Succeeded a few seconds after it runs.
+                annotations={
+                    "pod-complete.stage.kwok.x-k8s.io/delay": "10s",
+                    "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "10s",
+                },
+            ),
+            spec=client.V1PodSpec(
+                node_name=node,
+                restart_policy="Never",
+                containers=[
+                    client.V1Container(
+                        name="c",
+                        image="x",
+                        resources=client.V1ResourceRequirements(requests=gpus, limits=gpus),
+                    )
+                ],
+            ),
+        ),
+    )
+
+    def phase() -> str | None:
+        p = core.read_namespaced_pod("all-gpus", ns).status.phase
+        return p if p in ("Running", "Succeeded") else None
+
+    wait_until(lambda: phase() == "Running", timeout=60, what="pod running on all 8 GPUs")
+    events = _watch_events(stack).get("pods", 0)
+    wait_until(lambda: phase() == "Succeeded", timeout=60, what="pod finished")
+    # The finish reached the operator (as the watch's DELETED), then the GPUs are free again.
+    wait_until(lambda: _watch_events(stack).get("pods", 0) > events, timeout=30, what="pod event handled")
+    pool.apply(job("after", ns, serving_annotations()))
+    (wl,) = decided(pool, ns)
+    (update,) = (our_entry(wl, pool.name) or {})["podSetUpdates"]
+    assert update["nodeSelector"]["kubernetes.io/hostname"] == node

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from sovereignspec.api.speculation_policy import SpeculationPolicy
 from sovereignspec.model.workload import CheckEntry
 from sovereignspec.operator.admission_checks import active_condition
-from sovereignspec.operator.drift import DriftResult, drift_condition, grace_over, k_at
+from sovereignspec.operator.drift import DriftResult, SweepPace, drift_condition, grace_over, k_at
 
 NOW = datetime(2026, 11, 29, 10, 0, 0, tzinfo=UTC)
 
@@ -122,3 +122,24 @@ def test_pod_integration_workloads_take_the_pods_metadata() -> None:
     assert "metadata" not in wl["spec"]["podSets"][0]["template"]  # the input is not mutated
     job_owned = {"metadata": {"ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "j"}]}}
     assert owner_pod(job_owned) is None
+
+
+def test_sweep_pace_keeps_the_cpu_share() -> None:
+    cpu, wall = [0.0], [100.0]
+    pace = SweepPace(0.1, cpu=lambda: cpu[0], clock=lambda: wall[0])
+    assert pace.delay() == 0.0  # nothing spent yet
+    pace.resume()
+    cpu[0] += 0.05  # an item took 50 ms of CPU in 50 ms of wall time
+    wall[0] += 0.05
+    assert abs(pace.delay() - 0.45) < 1e-9  # 50 ms is 10 % of 0.5 s: sleep until then
+    wall[0] += 0.45
+    cpu[0] += 0.3  # other handlers ran while the sweep slept: not the sweep's CPU
+    pace.resume()
+    cpu[0] += 0.01
+    wall[0] += 0.01
+    assert abs(pace.delay() - (0.6 - 0.51)) < 1e-9  # 60 ms of the sweep's own CPU, not 360
+    assert abs(pace.spent - 0.06) < 1e-9
+    unpaced = SweepPace(1.0, cpu=lambda: cpu[0], clock=lambda: wall[0])
+    unpaced.resume()
+    cpu[0] += 5.0
+    assert unpaced.delay() == 0.0
