@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from sovereignspec.model.telemetry import EngineSample, GpuSample, PodRef
 from sovereignspec.telemetry.gaps import Gap, GapCode
-from sovereignspec.telemetry.parse import VectorSample, checked_lazily, checked_value, first_label, in_range
+from sovereignspec.telemetry.parse import VectorSample, checked_lazily, checked_value, in_range
 from sovereignspec.telemetry.queries import Query
 from sovereignspec.telemetry.reading import PodAcceptance, TelemetryReading
 
@@ -129,14 +129,14 @@ def _engine_name(key: EngineKey) -> str:
 
 
 def _gpu_key(q: Query, s: VectorSample, gaps: list[Gap]) -> GpuKey | None:
-    node = first_label(s["metric"], HOST_LABELS)
-    uuid = s["metric"].get("UUID")
+    m = s["metric"]
+    # first_label(m, HOST_LABELS), unrolled: this runs three times per GPU and refresh.
+    node = m.get("Hostname") or m.get("hostname") or m.get("node")
+    uuid = m.get("UUID")
     if not node or not uuid:
-        gaps.append(
-            Gap(q.value, GapCode.MISSING_LABEL, f"series without Hostname/hostname or UUID: {s['metric']}")
-        )
+        gaps.append(Gap(q.value, GapCode.MISSING_LABEL, f"series without Hostname/hostname or UUID: {m}"))
         return None
-    return node, uuid, s["metric"].get("GPU_I_ID", "")
+    return node, uuid, m.get("GPU_I_ID", "")
 
 
 def _gpu_name(key: GpuKey) -> str:
