@@ -20,6 +20,7 @@ from tests.e2e.pool import (
     running_pods,
     serving_annotations,
 )
+from tests.harness.namespaces import create_namespace
 from tests.harness.wait import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -105,36 +106,44 @@ def test_a_finished_pod_frees_its_gpus(stack: Stack, pool: Pool) -> None:
     (node,) = pool.add_nodes(NodeDef("f0"))
     pool.setup_queue()
     ns = pool.tenant("fin")
-    core = client.CoreV1Api(pool.api)
+    # A Job outside Kueue (KWOK completes only Jobs' pods) on all 8 GPUs, finishing after a few seconds.
+    outside = create_namespace(pool.cluster, "outside", {"sovereignspec.io/test-outside-kueue": "true"})
+    pool.namespaces.append(outside)
     gpus = {"nvidia.com/gpu": "8"}
-    core.create_namespaced_pod(
-        ns,
-        client.V1Pod(
-            metadata=client.V1ObjectMeta(
-                name="all-gpus",
-                # KWOK's pod-complete stage: Succeeded a few seconds after it runs.
-                annotations={
-                    "pod-complete.stage.kwok.x-k8s.io/delay": "10s",
-                    "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "10s",
-                },
-            ),
-            spec=client.V1PodSpec(
-                node_name=node,
-                restart_policy="Never",
-                containers=[
-                    client.V1Container(
-                        name="c",
-                        image="x",
-                        resources=client.V1ResourceRequirements(requests=gpus, limits=gpus),
-                    )
-                ],
+    batch = client.BatchV1Api(pool.api)
+    batch.create_namespaced_job(
+        outside,
+        client.V1Job(
+            metadata=client.V1ObjectMeta(name="all-gpus"),
+            spec=client.V1JobSpec(
+                backoff_limit=0,
+                template=client.V1PodTemplateSpec(
+                    metadata=client.V1ObjectMeta(
+                        annotations={
+                            "pod-complete.stage.kwok.x-k8s.io/delay": "10s",
+                            "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "5s",
+                        }
+                    ),
+                    spec=client.V1PodSpec(
+                        node_name=node,
+                        restart_policy="Never",
+                        containers=[
+                            client.V1Container(
+                                name="c",
+                                image="x",
+                                resources=client.V1ResourceRequirements(requests=gpus, limits=gpus),
+                            )
+                        ],
+                    ),
+                ),
             ),
         ),
     )
+    core = client.CoreV1Api(pool.api)
 
     def phase() -> str | None:
-        p = core.read_namespaced_pod("all-gpus", ns).status.phase
-        return p if p in ("Running", "Succeeded") else None
+        items = core.list_namespaced_pod(outside).items
+        return items[0].status.phase if items else None
 
     wait_until(lambda: phase() == "Running", timeout=60, what="pod running on all 8 GPUs")
     events = _watch_events(stack).get("pods", 0)
