@@ -6,6 +6,16 @@ core, with its own AdmissionCheck controller name (other engineers' operators on
 never answer our workloads). W one-GPU Jobs are submitted in bursts; each burst is drained before
 the next.
 
+Two arms, in one run on the same cluster and API server: the same bursts go through two ClusterQueues,
+one with our AdmissionCheck and one without any (Kueue alone). The arms are interleaved burst by burst,
+alternating which arm goes first (alone, check, check, alone, ...), so the machine's drift and each
+burst's tail of pod-start events fall on both arms alike. The Kueue-alone arm has KWOK nodes of its own
+(GPU capacity but no `nvidia.com/gpu.product` label, so the telemetry simulator leaves them out): its
+pods must never land next to the isolated tenant's. Per arm: time from Workload creation to Admitted,
+as an independent watcher observes them (first event of the Workload -> first event with Admitted=True;
+the server's creationTimestamp / Admitted lastTransitionTime, 1 s resolution, are printed as a
+cross-check), and admitted workloads per second of burst time.
+
 Measured:
 - decision latency: the operator's own sample per decision (`durationMs` on its `decided` log line,
   the `sovereignspec_decision_duration_seconds` sample): our entry seen Pending → status apply
@@ -37,6 +47,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +66,15 @@ from tests.chaos.harness import (  # noqa: E402
     unique_controller,
     wait_queue_active,
 )
-from tests.e2e.pool import POOL_LABEL, NodeDef, new_pool, our_entry, serving_annotations  # noqa: E402
+from tests.e2e.pool import (  # noqa: E402
+    POOL_LABEL,
+    NodeDef,
+    Pool,
+    new_pool,
+    node_manifest,
+    our_entry,
+    serving_annotations,
+)
 from tests.e2e.processes import SimulatorProcess  # noqa: E402
 from tests.harness.cluster import LocalCluster, cluster_running  # noqa: E402
 from tests.harness.wait import wait_until  # noqa: E402
@@ -206,6 +225,9 @@ class Watcher(threading.Thread):
         self.api, self.check, self.namespaces = api, check, namespaces
         self.pending: dict[str, float] = {}
         self.answered: dict[str, tuple[float, str]] = {}
+        self.created: dict[str, float] = {}  # first event seen of each Workload
+        self.admitted: dict[str, float] = {}  # first event seen with Admitted=True
+        self.server: dict[str, float] = {}  # Admitted lastTransitionTime - creationTimestamp, seconds
         self.stop = threading.Event()
         self.lock = threading.Lock()
 
@@ -238,14 +260,57 @@ class Watcher(threading.Thread):
         entry = our_entry(obj, self.check) or {}
         conds = {c["type"]: c["status"] for c in (obj.get("status") or {}).get("conditions") or []}
         with self.lock:
+            self.created.setdefault(key, t)
+            if conds.get("Admitted") == "True" and key not in self.admitted:
+                self.admitted[key] = t
+                conditions = obj["status"]["conditions"]
+                lt = next((c.get("lastTransitionTime") for c in conditions if c["type"] == "Admitted"), None)
+                if lt and md.get("creationTimestamp"):
+                    self.server[key] = _ts(lt) - _ts(md["creationTimestamp"])
             if entry.get("state") == "Pending" and conds.get("QuotaReserved") == "True":
                 self.pending.setdefault(key, t)
             elif entry.get("state") in ("Ready", "Retry", "Rejected") and key not in self.answered:
                 self.answered[key] = (t, entry["state"])
 
+    def done_count(self, keys: set[str]) -> int:
+        """Admitted, or answered other than Ready by our check (then Kueue does not admit it)."""
+        with self.lock:
+            return sum(
+                1
+                for k in keys
+                if k in self.admitted or (k in self.answered and self.answered[k][1] != "Ready")
+            )
+
     def answered_count(self, keys: set[str]) -> int:
         with self.lock:
             return sum(1 for k in keys if k in self.answered)
+
+
+def _ts(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def wait_arm(
+    watcher: Watcher, namespaces: set[str], prefix: str, seen: set[str], n: int, what: str
+) -> set[str]:
+    """An arm's burst: its n new Workloads, once each is Admitted (or answered other than Ready)."""
+
+    def new_keys() -> set[str]:
+        with watcher.lock:
+            return {
+                k
+                for k in watcher.created
+                if k.split("/")[0] in namespaces and k.split("/")[1].startswith(prefix) and k not in seen
+            }
+
+    wait_until(
+        lambda: len(new_keys()) >= n and watcher.done_count(new_keys()) >= n,
+        timeout=600,
+        interval=0.25,
+        what=f"{what}: {n} workloads admitted",
+        describe=lambda: f"{len(new_keys())} seen, {watcher.done_count(new_keys())} admitted or refused",
+    )
+    return new_keys()
 
 
 def wait_burst(watcher: Watcher, seen: set[str], n: int, burst_no: int) -> set[str]:
@@ -263,6 +328,73 @@ def wait_burst(watcher: Watcher, seen: set[str], n: int, burst_no: int) -> set[s
         describe=lambda: f"{len(new_keys())} pending seen, {watcher.answered_count(new_keys())} answered",
     )
     return new_keys()
+
+
+# ---- the Kueue-alone arm ---------------------------------------------------------------------------------
+
+
+def add_alone_nodes(pool: Pool, defs: list[NodeDef]) -> None:
+    """KWOK nodes with GPU capacity but no GPU product label: outside the simulator's telemetry."""
+    manifests = []
+    for d in defs:
+        m = node_manifest(f"{pool.name}-{d.suffix}", pool.name, d)
+        m["metadata"]["labels"] = {
+            k: v for k, v in m["metadata"]["labels"].items() if not k.startswith("nvidia.com/")
+        }
+        manifests.append(m)
+    for i in range(0, len(manifests), 100):
+        pool.apply(*manifests[i : i + 100])
+    pool.nodes += [m["metadata"]["name"] for m in manifests]
+    core = client.CoreV1Api(pool.api)
+
+    def ready() -> bool:
+        items = core.list_node(label_selector=f"{POOL_LABEL}={pool.name}").items
+        ready = [
+            n
+            for n in items
+            if any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
+        ]
+        ok = len(ready)
+        return ok >= len(manifests)
+
+    wait_until(ready, timeout=300, interval=2, what=f"{len(manifests)} Kueue-alone KWOK nodes Ready")
+
+
+def setup_alone_queue(pool: Pool, *, gpu_quota: int) -> None:
+    """A ResourceFlavor over the pool's nodes and a ClusterQueue with no admission check at all."""
+    n = pool.name
+    pool.apply(
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ResourceFlavor",
+            "metadata": {"name": n},
+            "spec": {"nodeLabels": {POOL_LABEL: n}},
+        },
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": n},
+            "spec": {
+                "namespaceSelector": {"matchLabels": {POOL_LABEL: n}},
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
+                        "flavors": [
+                            {
+                                "name": n,
+                                "resources": [
+                                    {"name": "cpu", "nominalQuota": "100000"},
+                                    {"name": "memory", "nominalQuota": "1000Ti"},
+                                    {"name": "nvidia.com/gpu", "nominalQuota": str(gpu_quota)},
+                                ],
+                            }
+                        ],
+                    }
+                ],
+            },
+        },
+    )
+    pool.cluster_objects += [("resourceflavors.kueue.x-k8s.io", n), ("clusterqueues.kueue.x-k8s.io", n)]
 
 
 # ---- the run ------------------------------------------------------------------------------------------
@@ -296,6 +428,7 @@ def main() -> int:
     ident = CountedIdentity(cluster)
     op_cluster = ident.create()
     pool = new_pool(cluster, "bench")
+    alone = Pool(cluster=cluster, name=f"{pool.name}-alone")
     controller = unique_controller("bench")
     sim = SimulatorProcess(cluster)
     prom: PrometheusProcess | None = None
@@ -325,6 +458,13 @@ def main() -> int:
                 spec["isolation"] = "Node"
             pool.sovereignty(j.lower(), spec)
             tenants.append(ns)
+        # The Kueue-alone arm: its own nodes (no GPU product label: not in the simulator's telemetry, and
+        # its pods never share a node with the isolated tenant), flavor and ClusterQueue without checks.
+        alone_defs = [NodeDef(f"n{i:04d}") for i in range(max(2, -(-args.workloads * 5 // 32)))]
+        add_alone_nodes(alone, alone_defs)
+        setup_alone_queue(alone, gpu_quota=len(alone_defs) * 8)
+        alone_ns = [alone.tenant(f"alone-{j.lower()}") for j in JURISDICTIONS]
+        say(f"Kueue-alone arm: {len(alone_defs)} KWOK nodes, ClusterQueue {alone.name} without checks")
 
         sim.start()
         sim.wait_ready()
@@ -348,9 +488,10 @@ def main() -> int:
         os.sched_setaffinity(op.proc.pid, {core})
         op.wait_ready(timeout=120)
         wait_queue_active(pool)
+        wait_queue_active(alone)
         say(f"operator pid {op.proc.pid} pinned to CPU {core}, log {op.log_path}")
 
-        watcher = Watcher(cluster.api_client, pool.name, set(tenants))
+        watcher = Watcher(cluster.api_client, pool.name, set(tenants) | set(alone_ns))
         watcher.start()
         sampler = Sampler(op.proc.pid)
         sampler.start()
@@ -373,46 +514,71 @@ def main() -> int:
         q1, r1 = qpr()
         phases.append(("idle", per_refresh(q1 - q0, r1 - r0)))
 
-        cpu0, req0 = proc_cpu_seconds(op.proc.pid), ident.requests()
-        events0 = watch_events(op.metrics())  # type: ignore[union-attr]
         ann_i = serving_annotations()
         ann_b = serving_annotations(cls="batch")
-        names: list[str] = []
+        names: list[str] = []  # the check arm's workloads
+        alone_names: list[str] = []
+        arm = {
+            # arm: (namespaces, job-name prefix, spans, CPU-seconds, API requests, watch events)
+            "alone": {"ns": alone_ns, "prefix": "a", "span": 0.0, "cpu": 0.0, "req": 0.0, "events": 0.0},
+            "check": {"ns": tenants, "prefix": "w", "span": 0.0, "cpu": 0.0, "req": 0.0, "events": 0.0},
+        }
+        events_by_kind: dict[str, float] = defaultdict(float)
         busy = 0.0
         submitted = 0
         burst_no = 0
-        while submitted < args.workloads:
-            n = min(args.burst, args.workloads - submitted)
-            keys: set[str] = set()
+        cpu0 = proc_cpu_seconds(op.proc.pid)
+
+        def submit(namespaces: list[str], prefix: str, first: int, n: int) -> None:
             per_ns: dict[str, list[str]] = defaultdict(list)
-            for i in range(submitted, submitted + n):
-                ns = tenants[i % len(tenants)]
-                per_ns[ns].append(f"w{i:05d}")
-            qb, rb = qpr()
-            t_submit = time.monotonic()
+            for i in range(first, first + n):
+                per_ns[namespaces[i % len(namespaces)]].append(f"{prefix}{i:05d}")
             for ns, ws in per_ns.items():
                 half = len(ws) // 2
                 cluster.kubectl("apply", "-f", "-", input=jobs_docs(ws[:half], ns, ann_i))
                 cluster.kubectl("apply", "-f", "-", input=jobs_docs(ws[half:], ns, ann_b))
-            submitted += n
-            burst_no += 1
 
-            keys = wait_burst(watcher, set(names), n, burst_no)
-            names += sorted(keys)
-            first = min(watcher.pending[k] for k in keys)
-            last = max(watcher.answered[k][0] for k in keys)
-            busy += last - first
+        while submitted < args.workloads:
+            n = min(args.burst, args.workloads - submitted)
+            burst_no += 1
+            order = ["alone", "check"] if burst_no % 2 else ["check", "alone"]
+            qb, rb = qpr()
+            for name in order:
+                a = arm[name]
+                r_a = ident.requests()  # kubectl reads the API server's metrics: before the CPU sample
+                e_a = watch_events(op.metrics())
+                c_a = proc_cpu_seconds(op.proc.pid)
+                t_submit = time.monotonic()
+                submit(a["ns"], a["prefix"], submitted, n)
+                done = names if name == "check" else alone_names
+                what = f"burst {burst_no} {name}"
+                keys = wait_arm(watcher, set(a["ns"]), f"job-{a['prefix']}", set(done), n, what)
+                done += sorted(keys)
+                a["cpu"] += proc_cpu_seconds(op.proc.pid) - c_a
+                e_b = watch_events(op.metrics())
+                a["req"] += ident.requests() - r_a
+                a["events"] += sum(e_b.values()) - sum(e_a.values())
+                if name == "check":
+                    for r, v in e_b.items():
+                        events_by_kind[r] += v - e_a.get(r, 0.0)
+                with watcher.lock:
+                    first = min(watcher.created[k] for k in keys)
+                    last = max(watcher.admitted.get(k, watcher.answered.get(k, (first, ""))[0]) for k in keys)
+                a["span"] += last - first
+                if name == "check":
+                    busy += last - first
+                say(
+                    f"burst {burst_no} {name}: {n} admitted {last - first:.2f}s after the first Workload "
+                    f"({time.monotonic() - t_submit:.1f}s after submit)"
+                )
+            submitted += n
             qe, re_ = qpr()
             phases.append((f"burst{burst_no}", per_refresh(qe - qb, re_ - rb)))
-            say(
-                f"burst {burst_no}: {n} answered {last - first:.2f}s after the first Pending "
-                f"({time.monotonic() - t_submit:.1f}s after submit)"
-            )
-        cpu1, req1 = proc_cpu_seconds(op.proc.pid), ident.requests()
+        cpu_paced = proc_cpu_seconds(op.proc.pid) - cpu0
         sampler.stop.set()
         rss_now = proc_rss_mb(op.proc.pid)
         metrics_text = op.metrics()  # type: ignore[union-attr]
-        events = {r: n - events0.get(r, 0.0) for r, n in watch_events(metrics_text).items()}
+        events = dict(events_by_kind)
         builds = {
             how: metric_sum(metrics_text, f'sovereignspec_snapshot_builds_total{{how="{how}"}}')
             for how in ("reused", "patched", "full")
@@ -421,12 +587,26 @@ def main() -> int:
         decided = [r for r in log_records(op, "decided") if isinstance(r.get("durationMs"), int | float)]
         op_ms = [float(r["durationMs"]) for r in decided]
         watch_ms = [
-            (watcher.answered[k][0] - watcher.pending[k]) * 1000 for k in names if k in watcher.answered
+            (watcher.answered[k][0] - watcher.pending[k]) * 1000
+            for k in names
+            if k in watcher.answered and k in watcher.pending
         ]
-        states = defaultdict(int)
+        states: dict[str, int] = defaultdict(int)
         for k in names:
-            states[watcher.answered[k][1]] += 1
+            states[watcher.answered[k][1] if k in watcher.answered else "unseen"] += 1
         decisions = len(names)
+
+        def admit_ms(keys: list[str]) -> list[float]:
+            with watcher.lock:
+                seen = [k for k in keys if k in watcher.admitted]
+                return [(watcher.admitted[k] - watcher.created[k]) * 1000 for k in seen]
+
+        def server_s(keys: list[str]) -> list[float]:
+            with watcher.lock:
+                return [watcher.server[k] for k in keys if k in watcher.server]
+
+        adm = {"alone": admit_ms(alone_names), "check": admit_ms(names)}
+        srv = {"alone": server_s(alone_names), "check": server_s(names)}
 
         # Saturation: the operator is stopped (SIGSTOP) while Kueue reserves quota for a backlog, then
         # resumed; it drains the backlog as fast as its one core allows (the paced bursts above follow
@@ -494,7 +674,12 @@ def main() -> int:
                 rtt.append((time.perf_counter() - s) * 1000)
         violations = check_invariants(pool, tenants)
 
-        cpu_s = cpu1 - cpu0
+        cpu_s = arm["check"]["cpu"]
+        req0, req1 = 0.0, arm["check"]["req"]
+        ratio = {
+            q: round(pct(adm["check"], q) / pct(adm["alone"], q), 3) if pct(adm["alone"], q) > 0 else None
+            for q in (0.5, 0.99)
+        }
         figures = {
             "decisionP50Ms": round(pct(op_ms, 0.5), 2),
             "decisionP99Ms": round(pct(op_ms, 0.99), 2),
@@ -507,10 +692,62 @@ def main() -> int:
             "operatorRssMb": round(max(sampler.max_rss, rss_now), 1),
             "queriesPerRefresh": round(statistics.median(v for _, v in phases if v is not None), 2),
             "apiRoundTripMs": round(statistics.median(rtt), 2) if rtt else None,
+            "kueueAloneP50Ms": round(pct(adm["alone"], 0.5), 1),
+            "kueueAloneP99Ms": round(pct(adm["alone"], 0.99), 1),
+            "withCheckP50Ms": round(pct(adm["check"], 0.5), 1),
+            "withCheckP99Ms": round(pct(adm["check"], 0.99), 1),
+            "admissionRatioP50": ratio[0.5],
+            "admissionRatioP99": ratio[0.99],
+            "decisionsPerCpuSecond": round(decisions / cpu_s, 1) if cpu_s > 0 else None,
         }
         print(
             f"run: {args.nodes} KWOK nodes x 8 GPUs, {len(JURISDICTIONS)} jurisdictions, "
             f"{args.workloads} one-GPU Jobs in bursts of {args.burst}, operator pinned to CPU {core}"
+        )
+        print(
+            "arms interleaved burst by burst, alternating which goes first (alone, check | check, alone ...)"
+        )
+        rate = {k: len(adm[k]) / arm[k]["span"] if arm[k]["span"] else float("nan") for k in arm}
+        for name, label in (("alone", "Kueue alone"), ("check", "with our check")):
+            a, xs, sv = arm[name], adm[name], srv[name]
+            print(
+                f"time to Admitted, {label} (watcher: first event of the Workload -> first with "
+                f"Admitted=True), n={len(xs)}: p50 {pct(xs, 0.5):.0f} ms, p90 {pct(xs, 0.9):.0f}, "
+                f"p99 {pct(xs, 0.99):.0f}, max {max(xs, default=float('nan')):.0f}; "
+                f"{rate[name]:.1f} admitted/s over {a['span']:.1f} s of burst time; server timestamps "
+                f"(1 s resolution) p50 {pct(sv, 0.5):.0f} s, p99 {pct(sv, 0.99):.0f} s"
+            )
+        with watcher.lock:
+            both = [
+                k for k in names if k in watcher.pending and k in watcher.answered and k in watcher.admitted
+            ]
+            legs = {
+                "created -> quota reserved, our entry Pending": [
+                    (watcher.pending[k] - watcher.created[k]) * 1000 for k in both
+                ],
+                "Pending -> our answer": [(watcher.answered[k][0] - watcher.pending[k]) * 1000 for k in both],
+                "our answer -> Admitted": [
+                    (watcher.admitted[k] - watcher.answered[k][0]) * 1000 for k in both
+                ],
+            }
+        print(
+            f"with our check, where the time goes (watcher, n={len(both)}): "
+            + "; ".join(
+                f"{leg} p50 {pct(xs, 0.5):.0f} ms, p99 {pct(xs, 0.99):.0f}" for leg, xs in legs.items()
+            )
+        )
+        print(
+            f"admission ratio (with check / Kueue alone): p50 {ratio[0.5]}, p99 {ratio[0.99]}; "
+            f"added by the check: p50 {pct(adm['check'], 0.5) - pct(adm['alone'], 0.5):.0f} ms, "
+            f"p99 {pct(adm['check'], 0.99) - pct(adm['alone'], 0.99):.0f} ms; "
+            f"admitted/s ratio {rate['check'] / rate['alone'] if rate['alone'] else float('nan'):.2f}"
+        )
+        print(
+            f"operator CPU: {arm['check']['cpu']:.1f} s in the check arm's bursts, "
+            f"{arm['alone']['cpu']:.1f} s in the Kueue-alone arm's (watching its workloads, pods and nodes; "
+            f"no decision), {cpu_paced:.1f} s over the whole paced phase -> "
+            f"{decisions / cpu_paced if cpu_paced else float('nan'):.1f} decisions per CPU-second "
+            "counting all of it"
         )
         print(f"answers: {dict(states)}; sovereignty/consistency violations: {len(violations)}")
         for v in violations[:10]:
@@ -525,7 +762,8 @@ def main() -> int:
             f"p50 {pct(watch_ms, 0.5):.1f} ms, p99 {pct(watch_ms, 0.99):.1f}"
         )
         print(
-            f"throughput: {decisions} decisions, operator CPU {cpu_s:.1f} s on one core -> "
+            f"throughput: {decisions} decisions, operator CPU {cpu_s:.1f} s on one core "
+            "in the check arm's bursts -> "
             f"{decisions / cpu_s if cpu_s else float('nan'):.1f} decisions per CPU-second "
             f"(goal >= {GOALS['decisionsPerSecond']:.0f}); "
             f"wall {decisions / busy if busy else float('nan'):.1f}/s "
@@ -555,11 +793,12 @@ def main() -> int:
         )
         n_events = sum(events.values())
         print(
-            f"watch events handled in the paced bursts: {n_events:.0f} -> "
+            f"watch events handled in the check arm's bursts: {n_events:.0f} -> "
             f"{n_events / max(decisions, 1):.1f} per decision ("
             + ", ".join(f"{r} {n / max(decisions, 1):.1f}" for r, n in sorted(events.items()))
             + f"); operator CPU per event, all its CPU counted: "
-            f"{1000 * cpu_s / n_events if n_events else float('nan'):.2f} ms"
+            f"{1000 * cpu_s / n_events if n_events else float('nan'):.2f} ms; in the Kueue-alone arm's "
+            f"bursts {arm['alone']['events'] / max(len(alone_names), 1):.1f} per workload"
         )
         print(
             f"API server round trip of a no-op status apply (n={len(rtt)}): p50 {pct(rtt, 0.5):.1f} ms, "
@@ -581,8 +820,15 @@ def main() -> int:
             client.CoreV1Api(cluster.api_client).delete_collection_node(
                 label_selector=f"{POOL_LABEL}={pool.name}"
             )
+            client.CoreV1Api(cluster.api_client).delete_collection_node(
+                label_selector=f"{POOL_LABEL}={alone.name}"
+            )
             pool.nodes.clear()
-            namespaces = list(pool.namespaces)
+            alone.nodes.clear()
+            namespaces = list(pool.namespaces) + list(alone.namespaces)
+            for ns in alone.namespaces:
+                cluster.kubectl("delete", "jobs", "--all", "-n", ns, "--wait=false", check=False)
+            alone.close()
             pool.close()
             # Wait for the namespaces to go: a run started while a thousand pods are still being deleted
             # measures the cleanup too (a quick run right after a full one: 2.5x the CPU per decision).
