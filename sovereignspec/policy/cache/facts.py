@@ -20,6 +20,7 @@ from sovereignspec.model.telemetry import AcceptanceSample, GpuSample
 from sovereignspec.model.workload import WorkloadInfo
 from sovereignspec.policy.cache.index import SnapshotIndex, index_of
 from sovereignspec.policy.cache.keys import FactKey, Same
+from sovereignspec.policy.cache.shared import ValueLru
 from sovereignspec.policy.claims import parse_slo_ms
 from sovereignspec.policy.node_state import (
     GpuInfo,
@@ -40,6 +41,10 @@ from sovereignspec.policy.sovereignty import (
 )
 
 _T = TypeVar("_T")
+
+
+ESTIMATES: ValueLru[AcceptanceEstimate] = ValueLru(4096)
+"""Acceptance estimates by (prior, k_max, quantile, counters): the same for every snapshot."""
 
 
 class Facts:
@@ -115,7 +120,8 @@ class Facts:
                 tuple(sample.accepted_per_position),
             )
         return self.memo(
-            FactKey("estimate", scope=scope), lambda: estimate_acceptance(prior, sample, k_max, q)
+            FactKey("estimate", scope=scope),
+            lambda: ESTIMATES.get(scope, lambda: estimate_acceptance(prior, sample, k_max, q)),
         )
 
     # -- tenants and isolation
