@@ -68,9 +68,8 @@ def _value(rng: random.Random, budget: int) -> str:
     else:  # at the limit: 256 KiB of UTF-8
         unit = rng.choice(["x", "\u00e9", "\u4e2d", "\U0001f999"])
         v = unit * (MAX_VALUE_BYTES // len(unit.encode()))
-    while len(v.encode()) > budget:
-        v = v[: len(v) // 2]
-    return v
+    # cut to the room left, on a character boundary: values at the limit stay at the limit
+    return v.encode()[: max(budget, 0)].decode(errors="ignore")
 
 
 def _annotation_set(rng: random.Random, budget: int) -> dict[str, str]:
