@@ -371,9 +371,25 @@ def decided(
 ) -> list[dict[str, Any]]:
     """Wait until `count` workloads of the namespace carry our entry in one of `states`."""
 
+    # Kueue resets a Rejected or Retry entry to Pending when it deactivates or requeues the workload
+    # ("Reset to Pending after eviction"), so those answers are also read from the durable record the
+    # operator writes first. A Ready answer is read from the entry only: its podSetUpdates are there.
+    resettable = {"Rejected", "Retry"} & set(states)
+
     def probe() -> list[dict[str, Any]] | None:
         wls = workloads(pool, namespace)
-        done = [w for w in wls if (our_entry(w, pool.name) or {}).get("state") in states]
+        recorded: set[str] = set()
+        if resettable:
+            recorded = {
+                d["metadata"]["name"]
+                for d in decisions(pool, namespace)
+                if (d.get("status") or {}).get("state") in resettable
+            }
+        done = [
+            w
+            for w in wls
+            if (our_entry(w, pool.name) or {}).get("state") in states or w["metadata"]["name"] in recorded
+        ]
         return done if len(done) >= count else None
 
     def describe() -> str:
