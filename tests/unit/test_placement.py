@@ -223,7 +223,9 @@ def test_modes_on_generated_heterogeneous_pools(case: tuple[AdmissionRequest, Cl
     for c in tp.candidates:
         assert c.predicted_rate is not None and c.load is not None and c.predicted_speedup is not None
         want = c.predicted_speedup / _t_u(products[c.node], c.load, batch)
-        assert c.predicted_rate == pytest.approx(want, rel=1e-5)
+        # The recorded load is rounded to 6 decimals (|du| <= 5e-7), and t_u moves by up to du / (1 - u)
+        # relative to itself: near a full GPU that is more than the figures' own rounding.
+        assert c.predicted_rate == pytest.approx(want, rel=1e-5 + 5e-7 / max(1 - c.load, 1e-6))
     rates = [c.predicted_rate or 0.0 for c in tp.candidates]
     assert tp.candidates[0].node == tp.node and rates[0] >= max(rates) - 1e-6
     # and each mode is best at its own key
