@@ -37,6 +37,8 @@ LABEL_GPU_PRODUCT = "nvidia.com/gpu.product"
 RESOURCE_GPU = "nvidia.com/gpu"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "sovereignspec"
+POD_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
+"""Kueue's label on every pod of a pod group (StatefulSet, LeaderWorkerSet, plain group): its Workload."""
 
 CONTROLLER_NAME = "sovereignspec.io/admission"
 """`AdmissionCheck.spec.controllerName` of the checks this controller answers."""

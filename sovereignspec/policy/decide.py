@@ -22,29 +22,26 @@ from __future__ import annotations
 from datetime import datetime
 
 from sovereignspec.model.cluster import ClusterSnapshot
-from sovereignspec.policy.budget import batch_ranges, budget_on, pinned_budget
+from sovereignspec.policy.budget import batch_ranges
 from sovereignspec.policy.cache.facts import Facts
 from sovereignspec.policy.cache.index import index_of
 from sovereignspec.policy.candidates import constraints_of, sovereign_candidates
 from sovereignspec.policy.claims import read_claims
-from sovereignspec.policy.group import gate_with, group_fields, place_group, plan_group, whole_nodes
+from sovereignspec.policy.group import plan_group
 from sovereignspec.policy.pin import read_pins
 from sovereignspec.policy.placement import choose, pod_set_updates
 from sovereignspec.policy.record import Decision, ReasonType, Record, Refusal
-from sovereignspec.policy.report import admitted_fields
+from sovereignspec.policy.report import admitted_fields, admitted_reasons
 from sovereignspec.policy.request import AdmissionRequest, Policies, not_actionable
 from sovereignspec.policy.sovereignty import PolicyConflict, rules_for_namespace, tenant_of
-from sovereignspec.policy.speculation import evaluate_candidates, placed_budgets, speculation_gate
+from sovereignspec.policy.speculation import evaluate_candidates, placed_budget, speculation_gate
 
 
 def decide(
     request: AdmissionRequest, snapshot: ClusterSnapshot, policies: Policies, now: datetime
 ) -> Decision:
-    wl, policy, tel = request.workload, policies.speculation, snapshot.telemetry
-    record = Record(
-        namespace=wl.namespace, workload=wl.name, admission_check=request.check, decided_at=now,
-        observed_generation=wl.generation, telemetry_time=tel.time if tel is not None else None,
-    )  # fmt: skip
+    wl, policy = request.workload, policies.speculation
+    record = Record.of(wl, request.check, snapshot.telemetry, now)
     if (why_not := not_actionable(request)) is not None:
         return record.pending(why_not)
     ns_labels = index_of(snapshot).ns_labels
@@ -56,7 +53,7 @@ def decide(
 
     # The workload's claims (every pod of a group must agree: policy/group.py), and what its templates
     # pin (a pin the policy forbids is refused).
-    group = plan_group(wl, snapshot.pods)
+    group = plan_group(wl, snapshot)
     if group.waiting is not None:
         return record.finish("Pending", ReasonType.WAITING_FOR_PODS, group.waiting)
     if group.refusal is not None:
@@ -67,49 +64,35 @@ def decide(
     if (refused := pins.refused) is not None:
         return record.finish("Rejected", refused.type, refused.message, tenant=tenant)
 
-    # Hard rules (I1-I5): the sovereign candidates, or why there are none.
+    # Hard rules (I1-I5): the sovereign candidates, or why there are none (a multi-node engine: whole nodes).
     retry = policy.retry_after_seconds
-    constraints = constraints_of(wl, snapshot.flavors, snapshot.nodes, rules, retry)
+    constraints = group.fit(constraints_of(wl, snapshot.flavors, snapshot.nodes, rules, retry))
     if isinstance(constraints, Refusal):
         return record.refuse(constraints, tenant=tenant)
-    if group.units:  # a multi-node engine: whole nodes, one per pod set
-        constraints = whole_nodes(constraints, group.units)
     facts = Facts(snapshot, policies, wl, rules)
-    cands = sovereign_candidates(facts, constraints, retry)
-    if isinstance(cands, Refusal):
+    if isinstance(cands := sovereign_candidates(facts, constraints, retry), Refusal):
         return record.refuse(cands, tenant=tenant)
 
     # Speculation: allowed at all, and what it predicts on each candidate (S_real, slack, k*).
-    gate = gate_with(speculation_gate(facts, claims, pins, now), group.claims)
+    gate = group.gate(speculation_gate(facts, claims, pins, now))
     ranges = batch_ranges(policy.batch_breakpoints, policy.max_batch)
     options = evaluate_candidates(facts, cands, claims, gate, ranges)
 
-    # Placement, then the draft budget k*(B) on the node(s) chosen (or what the template pins).
+    # Placement (whole nodes for a multi-node engine), then k*(B) on the node(s) or the template's pin.
     tas = constraints.tas is not None
-    place = choose(facts, options, gate.off is None, claims, tas)
-    if group.units:
-        grouped = place_group(group.units, cands, place, rules, retry)
-        if isinstance(grouped, Refusal):
-            return record.refuse(grouped, tenant=tenant)
-        place = grouped
+    place = group.place(choose(facts, options, gate.off is None, claims, tas), cands, rules, retry)
+    if isinstance(place, Refusal):
+        return record.refuse(place, tenant=tenant)
     chosen = cands.nodes[place.chosen]
-    no_gain = f"no draft budget reaches S_real ≥ {1 + policy.min_gain:.2f} on {chosen.name}"
-    k_star, k_self, off = placed_budgets(options, place.placed, gate.off)
-    budget = budget_on(k_star, k_self, off, ranges, claims.method, claims.draft_model, no_gain)
-    if pins.largest is not None:
-        budget = pinned_budget(pins.largest, policy.max_batch, budget.off)
+    budget = placed_budget(options, place.placed, chosen.name, gate, ranges, claims, pins, policy)
 
     # The record: additive pod-set updates (I4), every reason, the figures, the message.
-    node_of, placements, note = group_fields(group.units, cands, place)
+    node_of, placements, note = group.fields(cands, place)
     updates, conflicts = pod_set_updates(
         wl, rules, chosen, budget, tas, constraints.flavor_labels_by_set, pins, node_of
     )
-    reasons = [*([budget.off] if budget.off else []), *claims.malformed[1:], *claims.notes, *conflicts]
-    if not budget.enabled:
-        reasons += [why for c in place.placed if (why := options.node_off(c)) is not None]
-    fields = admitted_fields(facts, options, place, budget, claims, gate.estimate)
-    fields["message"] = f"{fields['message']}{note}"
     return record.finish(
         "Ready", tenant=tenant, gpus=constraints.need, pod_set_updates=updates, placements=placements,
-        reasons=reasons, **fields,
+        reasons=admitted_reasons(options, place, budget, claims, conflicts),
+        **admitted_fields(facts, options, place, budget, claims, gate.estimate, note),
     )  # fmt: skip

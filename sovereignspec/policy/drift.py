@@ -173,7 +173,7 @@ def evaluate_drift(
         return None
     # A pod group's claims are on its pods, which the one-node snapshot leaves out (they are not
     # their own neighbours): read them from the whole snapshot first.
-    wl = with_members(wl, members(wl, snap.pods))
+    wl = with_members(wl, members(wl, snap))
     node = st.node
     restricted = _one_node_snapshot(wl, st, snap, controller_name)
     as_pending = wl.model_copy(

@@ -33,15 +33,15 @@ from sovereignspec.api.meta import (
 )
 from sovereignspec.api.speculation_decision import Placement as PodSetPlacement
 from sovereignspec.api.speculation_decision import Reason
-from sovereignspec.model.cluster import NodeInfo, PodInfo
+from sovereignspec.model.cluster import ClusterSnapshot, NodeInfo, PodInfo
 from sovereignspec.model.workload import PodSetInfo, WorkloadInfo
+from sovereignspec.policy.cache.index import index_of
 from sovereignspec.policy.candidates import Candidates, Constraints
 from sovereignspec.policy.placement import Placement
 from sovereignspec.policy.record import ReasonType, Refusal
 from sovereignspec.policy.sovereignty import TenantRules
 from sovereignspec.policy.speculation import Gate
 
-POD_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 ROLE_HASH_ANNOTATION = "kueue.x-k8s.io/role-hash"
 MULTI_NODE_OWNERS = frozenset({"LeaderWorkerSet"})
 """Owner kinds whose pods form one engine across nodes (tensor/pipeline parallel)."""
@@ -56,12 +56,10 @@ CLAIM_KEYS = (
 )
 
 
-def members(wl: WorkloadInfo, pods: Sequence[PodInfo]) -> list[PodInfo]:
-    """The pods of the workload's group (label `kueue.x-k8s.io/pod-group-name` = its name), by name."""
-    return sorted(
-        (p for p in pods if p.namespace == wl.namespace and p.labels.get(POD_GROUP_LABEL) == wl.name),
-        key=lambda p: p.name,
-    )
+def members(wl: WorkloadInfo, snapshot: ClusterSnapshot) -> list[PodInfo]:
+    """The pods of the workload's group (label `kueue.x-k8s.io/pod-group-name` = its name), by name,
+    from the snapshot's index (policy/cache/groups.py)."""
+    return sorted(index_of(snapshot).pod_groups.get((wl.namespace, wl.name), ()), key=lambda p: p.name)
 
 
 def _pods_of(ps: PodSetInfo, wl: WorkloadInfo, group: Sequence[PodInfo]) -> list[PodInfo]:
@@ -205,7 +203,8 @@ def place_units(
 
 @dataclass(frozen=True)
 class GroupPlan:
-    """What decide() needs to know about the workload as a group."""
+    """What decide() needs to know about the workload as a group, and its steps for one: each step
+    returns its input unchanged for a workload that is not a multi-node engine."""
 
     workload: WorkloadInfo
     """The workload, metadata-less pod sets read from their pods."""
@@ -216,9 +215,60 @@ class GroupPlan:
     waiting: str | None = None
     """Why nothing can be decided yet (the claims are on pods not seen yet)."""
 
+    def fit(self, c: Constraints | Refusal) -> Constraints | Refusal:
+        """The constraints of a multi-node engine: a node must hold one pod, whole."""
+        if not self.units or isinstance(c, Refusal):
+            return c
+        whole = tuple(sorted({u.gpus_per_pod for u in self.units}))
+        return replace(c, need=max(u.gpus_per_pod for u in self.units), whole=whole)
 
-def plan_group(wl: WorkloadInfo, pods: Sequence[PodInfo]) -> GroupPlan:
-    group = members(wl, pods)
+    def gate(self, gate: Gate) -> Gate:
+        """Claims that disagree turn speculation off, after the reasons that do not read claims."""
+        keep = (ReasonType.NO_GPU_REQUEST, ReasonType.TEMPLATE_PINS_SPECULATION)
+        if self.claims.disagreement is None or (gate.off is not None and gate.off.type in keep):
+            return gate
+        return replace(gate, off=self.claims.disagreement)
+
+    def place(
+        self, place: Placement, cands: Candidates, rules: TenantRules, retry: int
+    ) -> Placement | Refusal:
+        """Each unit on a whole node of its own, all in one jurisdiction, best-ranked first; or Retry."""
+        if not self.units:
+            return place
+        keys = sorted(rules.jurisdictions)
+        zone = [tuple(n.labels.get(k, "") for k in keys) for n in cands.nodes]
+        alloc = cands.rows.alloc[cands.at].tolist()
+        got = place_units(self.units, place.order, cands.free.tolist(), alloc, zone)
+        if got is not None:
+            return replace(place, order=[*got, *(c for c in place.order if c not in got)], placed=got)
+        suitable = ", ".join(sorted(n.name for n in cands.nodes)[:5])
+        excluded = ", ".join(
+            f"{n} {w}" for w, n in sorted(cands.excluded.items(), key=lambda x: (-x[1], x[0]))
+        )
+        msg = (
+            f"no jurisdiction of tenant {rules.tenant} has {len(self.units)} whole free nodes for this group "
+            f"now ({len(cands.nodes)} suitable: {suitable}; {excluded or 'none excluded'}); a group never "
+            f"spans jurisdictions; retry in {retry}s"
+        )
+        return Refusal(state="Retry", reason=ReasonType.GROUP_DOES_NOT_FIT, message=msg, retry_after=retry)
+
+    def fields(
+        self, cands: Candidates, place: Placement
+    ) -> tuple[dict[str, NodeInfo], list[PodSetPlacement], str]:
+        """Each pod set's node, the placements that reserve them, and the message's note (nothing for a
+        workload that is not a multi-node engine)."""
+        if not self.units:
+            return {}, [], ""
+        node_of = {u.pod_set: cands.nodes[c] for u, c in zip(self.units, place.placed, strict=True)}
+        placements = [
+            PodSetPlacement(pod_set=u.pod_set, node=node_of[u.pod_set].name, gpus=u.need) for u in self.units
+        ]
+        note = "; group on " + ", ".join(f"{p.pod_set}={p.node}" for p in placements)
+        return node_of, placements, note
+
+
+def plan_group(wl: WorkloadInfo, snapshot: ClusterSnapshot) -> GroupPlan:
+    group = members(wl, snapshot)
     if wl.owner_kind == "StatefulSet" and not group and not any(ps.annotations for ps in wl.pod_sets):
         waiting = "the StatefulSet's pods (which hold its claims) are not seen yet"
         return GroupPlan(wl, GroupClaims(annotations={}), waiting=waiting)
@@ -237,49 +287,3 @@ def plan_group(wl: WorkloadInfo, pods: Sequence[PodInfo]) -> GroupPlan:
     return GroupPlan(
         eff, claims, us, Refusal(state="Rejected", reason=ReasonType.GROUP_NEEDS_TOPOLOGY, message=msg)
     )
-
-
-def whole_nodes(c: Constraints, us: Sequence[Unit]) -> Constraints:
-    """The constraints of a multi-node engine: a node must hold one pod, whole."""
-    return replace(c, need=max(u.gpus_per_pod for u in us), whole=tuple(sorted({u.gpus_per_pod for u in us})))
-
-
-def gate_with(gate: Gate, claims: GroupClaims) -> Gate:
-    """Claims that disagree turn speculation off, after the reasons that do not read claims."""
-    keep = (ReasonType.NO_GPU_REQUEST, ReasonType.TEMPLATE_PINS_SPECULATION)
-    if claims.disagreement is None or (gate.off is not None and gate.off.type in keep):
-        return gate
-    return replace(gate, off=claims.disagreement)
-
-
-def place_group(
-    us: Sequence[Unit], cands: Candidates, place: Placement, rules: TenantRules, retry: int
-) -> Placement | Refusal:
-    """Each unit on a whole node of its own, all in one jurisdiction, best-ranked first; or Retry."""
-    keys = sorted(rules.jurisdictions)
-    zone = [tuple(n.labels.get(k, "") for k in keys) for n in cands.nodes]
-    alloc = cands.rows.alloc[cands.at].tolist()
-    got = place_units(us, place.order, cands.free.tolist(), alloc, zone)
-    if got is not None:
-        return replace(place, order=[*got, *(c for c in place.order if c not in got)], placed=got)
-    suitable = ", ".join(sorted(n.name for n in cands.nodes)[:5])
-    excluded = ", ".join(f"{n} {w}" for w, n in sorted(cands.excluded.items(), key=lambda x: (-x[1], x[0])))
-    msg = (
-        f"no jurisdiction of tenant {rules.tenant} has {len(us)} whole free nodes for this group now "
-        f"({len(cands.nodes)} suitable: {suitable}; {excluded or 'none excluded'}); a group never spans "
-        f"jurisdictions; retry in {retry}s"
-    )
-    return Refusal(state="Retry", reason=ReasonType.GROUP_DOES_NOT_FIT, message=msg, retry_after=retry)
-
-
-def group_fields(
-    us: Sequence[Unit], cands: Candidates, place: Placement
-) -> tuple[dict[str, NodeInfo], list[PodSetPlacement], str]:
-    """Each pod set's node, the placements that reserve them, and the message's note (nothing unless
-    `us`, the units of a multi-node engine, were placed by place_group)."""
-    if not us:
-        return {}, [], ""
-    node_of = {u.pod_set: cands.nodes[c] for u, c in zip(us, place.placed, strict=True)}
-    placements = [PodSetPlacement(pod_set=u.pod_set, node=node_of[u.pod_set].name, gpus=u.need) for u in us]
-    note = "; group on " + ", ".join(f"{p.pod_set}={p.node}" for p in placements)
-    return node_of, placements, note

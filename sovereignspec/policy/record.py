@@ -21,6 +21,8 @@ from sovereignspec.api.speculation_decision import (
     ShortText,
     Speculative,
 )
+from sovereignspec.model.telemetry import TelemetrySnapshot
+from sovereignspec.model.workload import WorkloadInfo
 
 
 class ReasonType(StrEnum):
@@ -123,6 +125,14 @@ class Record:
 
     def __init__(self, **base: Any) -> None:
         self.base = base
+
+    @classmethod
+    def of(cls, wl: WorkloadInfo, check: str, tel: TelemetrySnapshot | None, now: datetime) -> Record:
+        """The record of a decision about `wl` for our check `check`, made at `now` on `tel`."""
+        return cls(
+            namespace=wl.namespace, workload=wl.name, admission_check=check, decided_at=now,
+            observed_generation=wl.generation, telemetry_time=tel.time if tel is not None else None,
+        )  # fmt: skip
 
     def finish(self, state: CheckState, reason: str, message: str, **kw: Any) -> Decision:
         """The decision; its reasons start with (reason, message) unless they already hold the type."""

@@ -13,6 +13,7 @@ from sovereignspec.api.speculation_decision import (
     Candidate,
     DecisionInputs,
     NeighbourImpact,
+    Reason,
     Speculative,
 )
 from sovereignspec.model.acceptance import AcceptanceEstimate
@@ -104,8 +105,10 @@ def admitted_fields(
     budget: Budget,
     claims: Claims,
     estimate: AcceptanceEstimate | None,
+    note: str = "",
 ) -> dict[str, Any]:
-    """The Decision's fields for an admitted workload, but its pod-set updates and reasons."""
+    """The Decision's fields for an admitted workload, but its pod-set updates and reasons; `note` ends
+    the message (where a group's pod sets went)."""
     policy, c = facts.policy, place.chosen
     node = options.cands.nodes[c]
     ev = options.evaluation
@@ -137,6 +140,7 @@ def admitted_fields(
         message += f"; placement Throughput: {fmt(place.rate_of(options, c))} tok/s per sequence"
     if len(place.placed) > 1:  # TAS
         message += f"; TAS places pods on {len(place.placed)} nodes"
+    message += note
     speculative = Speculative(
         enabled=budget.enabled,
         method=budget.method,
@@ -172,3 +176,15 @@ def admitted_fields(
             else []
         ),
     }
+
+
+def admitted_reasons(
+    options: Options, place: Placement, budget: Budget, claims: Claims, conflicts: list[Reason]
+) -> list[Reason]:
+    """The reasons an admitted decision carries beside its own: why speculation is off (and on which
+    placed node), the claims' malformed annotations after the first and their notes, and the pod-set
+    updates that conflict with the template."""
+    reasons = [*([budget.off] if budget.off else []), *claims.malformed[1:], *claims.notes, *conflicts]
+    if not budget.enabled:
+        reasons += [why for c in place.placed if (why := options.node_off(c)) is not None]
+    return reasons

@@ -5,6 +5,7 @@ on that node.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -13,10 +14,17 @@ import numpy.typing as npt
 
 from sovereignspec.api.meta import ANNOTATION_SPECULATIVE_CONFIG, LABEL_SPECULATIVE
 from sovereignspec.api.speculation_decision import Reason
-from sovereignspec.api.speculation_policy import DEFAULT_PRIORS
+from sovereignspec.api.speculation_policy import DEFAULT_PRIORS, SpeculationPolicySpec
 from sovereignspec.model.acceptance import AcceptanceEstimate
 from sovereignspec.model.telemetry import AcceptanceSample, TelemetrySnapshot
-from sovereignspec.policy.budget import Evaluation, evaluate_groups, range_index
+from sovereignspec.policy.budget import (
+    Budget,
+    Evaluation,
+    budget_on,
+    evaluate_groups,
+    pinned_budget,
+    range_index,
+)
 from sovereignspec.policy.cache.facts import Facts
 from sovereignspec.policy.cache.rows import GpuRows, gpu_rows
 from sovereignspec.policy.cache.spec import SpecRows, evaluation_rows, spec_rows
@@ -233,16 +241,29 @@ def _without_own_pods(
     return own
 
 
-def placed_budgets(
-    options: Options, placed: list[int], off: Reason | None
-) -> tuple[IntArray | None, IntArray | None, Reason | None]:
-    """k* and k* ignoring neighbours ([placed, R]) of the placed candidates when every one was
-    evaluated; else (None, None, why speculation is off there)."""
-    ev = options.evaluation
+def placed_budget(
+    options: Options,
+    placed: list[int],
+    chosen: str,
+    gate: Gate,
+    ranges: Sequence[tuple[int, int]],
+    claims: Claims,
+    pins: Pins,
+    policy: SpeculationPolicySpec,
+) -> Budget:
+    """k*(B) on the placed candidates (`budget_on`: the per-range minimum of k* over them) when every one
+    was evaluated, else off with why (the gate's reason, a placed node's, or not evaluated); or what
+    the template pins, with that reason. `chosen` names the node in the no-gain reason."""
+    ev, off = options.evaluation, gate.off
+    k_star = k_self = None
     if ev is not None and all(options.at[c] >= 0 for c in placed):
         rows = options.at[placed]
-        return ev.k_star[rows], ev.k_star_self[rows], off
-    if off is None:
+        k_star, k_self = ev.k_star[rows], ev.k_star_self[rows]
+    elif off is None:
         bad = next((no for c in placed if (no := options.node_off(c)) is not None), None)
         off = bad or Reason(type=ReasonType.NO_GAIN, message="speculation not evaluated")
-    return None, None, off
+    no_gain = f"no draft budget reaches S_real ≥ {1 + policy.min_gain:.2f} on {chosen}"
+    budget = budget_on(k_star, k_self, off, ranges, claims.method, claims.draft_model, no_gain)
+    if pins.largest is not None:
+        return pinned_budget(pins.largest, policy.max_batch, budget.off)
+    return budget

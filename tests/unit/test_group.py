@@ -8,10 +8,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sovereignspec.model.cluster import PodInfo
+from sovereignspec.api.meta import POD_GROUP_LABEL
+from sovereignspec.model.cluster import ClusterSnapshot, PodInfo
 from sovereignspec.model.workload import PodSetInfo, WorkloadInfo
 from sovereignspec.policy.group import (
-    POD_GROUP_LABEL,
     ROLE_HASH_ANNOTATION,
     Unit,
     claims_of,
@@ -66,7 +66,7 @@ def lws_workload(leader: dict[str, str], worker: dict[str, str], size: int = 2) 
 def test_members_are_the_group_label_in_the_namespace() -> None:
     wl = sts_workload()
     ps = [pod("web-1", wl.name), pod("web-0", wl.name), pod("other", "x"), pod("web-9", wl.name, ns="u")]
-    assert [p.name for p in members(wl, ps)] == ["web-0", "web-1"]
+    assert [p.name for p in members(wl, ClusterSnapshot(pods=ps))] == ["web-0", "web-1"]
 
 
 def test_statefulset_claims_come_from_its_pods() -> None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from sovereignspec.api.meta import ANNOTATION_DECISION
 from sovereignspec.model.cluster import ClusterSnapshot, NamespaceInfo, PodInfo, Reservation, same_items
 from sovereignspec.model.telemetry import EngineSample, GpuSample
+from sovereignspec.policy.cache.groups import PodGroups
 from sovereignspec.policy.cache.keys import FactKey
 
 if TYPE_CHECKING:  # annotations only
@@ -46,6 +47,8 @@ class SnapshotIndex:
     pods_by_node: dict[str, list[PodInfo]]
     gpu_used: dict[str, int]
     pod_by_key: dict[tuple[str, str], PodInfo]
+    pod_groups: PodGroups
+    """Pods by Kueue pod group (namespace, group label): a group's members without a scan of every pod."""
     bound_by_decision: dict[tuple[str, ...], int]
     """GPUs of bound pods by (namespace, decision name), and by (namespace, decision name, node)."""
     gpus_by_node: dict[str, list[GpuSample]]
@@ -76,6 +79,7 @@ class SnapshotIndex:
             self.pods_by_node = base.pods_by_node
             self.gpu_used = base.gpu_used
             self.pod_by_key = base.pod_by_key
+            self.pod_groups = base.pod_groups
             self.bound_by_decision = base.bound_by_decision
             self.gpus_by_node = base.gpus_by_node
             self.engine_by_pod = base.engine_by_pod
@@ -124,6 +128,7 @@ class SnapshotIndex:
                 continue
             self.pods_by_node.setdefault(p.node, []).append(p)
             self._count(p, p.node, 1)
+        self.pod_groups = PodGroups.of(snap.pods)
         self.gpus_by_node = {}
         self.engine_by_pod = {}
         if snap.telemetry is not None:
@@ -190,6 +195,7 @@ class SnapshotIndex:
                 self.pods_by_node[n] = kept
             else:
                 self.pods_by_node.pop(n, None)
+        self.pod_groups = old.pod_groups.patched(old.pod_by_key, pod_by_key, changed)
         self.pod_by_key = pod_by_key
         self.ns_labels = old.ns_labels
         self.gpus_by_node = old.gpus_by_node
