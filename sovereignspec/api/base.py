@@ -25,6 +25,15 @@ def cut_to(limit: int) -> BeforeValidator:
     return BeforeValidator(cut)
 
 
+def cel_rules(*rules: tuple[str, str]) -> ConfigDict:
+    """The model config of a CRD object validated by the API server: CEL rules, each (rule, message),
+    published in the schema as `x-kubernetes-validations` (the API server refuses an object that breaks
+    one; crdgen copies them). Merged with `Model`'s own config by pydantic."""
+    return ConfigDict(
+        json_schema_extra={"x-kubernetes-validations": [{"rule": r, "message": m} for r, m in rules]}
+    )
+
+
 class Model(BaseModel):
     """Frozen pydantic model with camelCase aliases; unknown keys are rejected."""
 

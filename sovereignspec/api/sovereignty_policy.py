@@ -10,24 +10,17 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
-from sovereignspec.api.base import Model
+from sovereignspec.api.base import Model, cel_rules
 from sovereignspec.api.meta import DEFAULT_JURISDICTION_LABEL, LabelSelector, ObjectMeta, Toleration
 
 
 class TenantLimits(Model):
     """Clamps on what a tenant may claim in its own pod annotations."""
 
-    model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                {
-                    "rule": "!has(self.minTpotSloMs) || self.minTpotSloMs > 0.0",
-                    "message": "minTpotSloMs must be > 0",
-                }
-            ]
-        }
+    model_config = cel_rules(
+        ("!has(self.minTpotSloMs) || self.minTpotSloMs > 0.0", "minTpotSloMs must be > 0"),
     )
 
     min_tpot_slo_ms: float | None = Field(
@@ -39,19 +32,12 @@ class TenantLimits(Model):
 
 
 class SovereigntyPolicySpec(Model):
-    model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                {
-                    "rule": "(has(self.tenants) && size(self.tenants) > 0) || has(self.namespaceSelector)",
-                    "message": "set tenants and/or namespaceSelector",
-                },
-                {
-                    "rule": "!has(self.isolation) || self.isolation in ['Shared', 'Node']",
-                    "message": "isolation must be Shared or Node",
-                },
-            ]
-        }
+    model_config = cel_rules(
+        (
+            "(has(self.tenants) && size(self.tenants) > 0) || has(self.namespaceSelector)",
+            "set tenants and/or namespaceSelector",
+        ),
+        ("!has(self.isolation) || self.isolation in ['Shared', 'Node']", "isolation must be Shared or Node"),
     )
 
     tenants: list[str] = Field(default=[], max_length=1024)

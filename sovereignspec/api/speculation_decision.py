@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field
 
-from sovereignspec.api.base import Model, cut_to
+from sovereignspec.api.base import Model, cel_rules, cut_to
 from sovereignspec.api.meta import ObjectMeta, Toleration
 
 CheckState = Literal["Pending", "Ready", "Retry", "Rejected"]
@@ -63,15 +63,8 @@ class AcceptanceSummary(Model):
 class Speculative(Model):
     """The speculation outcome; `config` is the exact `--speculative-config` JSON, "" when off."""
 
-    model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                {
-                    "rule": "!has(self.schedule) || self.schedule.all(r, size(r) == 3)",
-                    "message": "schedule rows are [start, end, k]",
-                }
-            ]
-        }
+    model_config = cel_rules(
+        ("!has(self.schedule) || self.schedule.all(r, size(r) == 3)", "schedule rows are [start, end, k]"),
     )
 
     enabled: bool = False
@@ -150,15 +143,8 @@ class SpeculationDecisionSpec(Model):
 
 
 class SpeculationDecisionStatus(Model):
-    model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                {
-                    "rule": "self.state != 'Ready' || has(self.node)",
-                    "message": "a Ready decision names its node",
-                }
-            ]
-        }
+    model_config = cel_rules(
+        ("self.state != 'Ready' || has(self.node)", "a Ready decision names its node"),
     )
 
     state: CheckState = "Pending"

@@ -12,9 +12,9 @@ from __future__ import annotations
 from itertools import pairwise
 from typing import Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from sovereignspec.api.base import Model
+from sovereignspec.api.base import Model, cel_rules
 from sovereignspec.api.meta import API_VERSION, ObjectMeta
 from sovereignspec.api.telemetry_spec import TelemetrySpec
 
@@ -74,30 +74,22 @@ class AcceleratorProfile(Model):
     0 tokens) or `roofline` must be set.
     """
 
-    model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                {
-                    "rule": "has(self.stepTime) != has(self.roofline)",
-                    "message": "exactly one of stepTime or roofline must be set",
-                },
-                {
-                    "rule": "!has(self.stepTime) || "
-                    "(size(self.stepTime) >= 2 && self.stepTime[0].tokens == 0)",
-                    "message": "stepTime needs at least two points, the first at tokens 0",
-                },
-                {
-                    "rule": "!has(self.stepTime) || self.stepTime.map(p, p.tokens).all(t, "
-                    "self.stepTime.map(p, p.tokens).exists_one(u, u == t)) "
-                    "&& self.stepTime.map(p, p.tokens).isSorted()",
-                    "message": "stepTime tokens must be strictly increasing",
-                },
-                {
-                    "rule": "!has(self.stepTime) || self.stepTime.map(p, p.seconds).isSorted()",
-                    "message": "stepTime seconds must be non-decreasing",
-                },
-            ]
-        }
+    model_config = cel_rules(
+        ("has(self.stepTime) != has(self.roofline)", "exactly one of stepTime or roofline must be set"),
+        (
+            "!has(self.stepTime) || (size(self.stepTime) >= 2 && self.stepTime[0].tokens == 0)",
+            "stepTime needs at least two points, the first at tokens 0",
+        ),
+        (
+            "!has(self.stepTime) || self.stepTime.map(p, p.tokens).all(t, "
+            "self.stepTime.map(p, p.tokens).exists_one(u, u == t)) "
+            "&& self.stepTime.map(p, p.tokens).isSorted()",
+            "stepTime tokens must be strictly increasing",
+        ),
+        (
+            "!has(self.stepTime) || self.stepTime.map(p, p.seconds).isSorted()",
+            "stepTime seconds must be non-decreasing",
+        ),
     )
 
     product: str = Field(min_length=1, max_length=128)
@@ -150,33 +142,28 @@ class SpeculationPolicySpec(Model):
     rate S_real(k*, B) / t_u(B) (docs/evidence.md measures both on the simulator's mixed pool).
     """
 
-    model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": [
-                {
-                    "rule": "!has(self.batchBreakpoints) || (self.batchBreakpoints[0] == 1 "
-                    "&& self.batchBreakpoints.isSorted() && self.batchBreakpoints.all(b, "
-                    "self.batchBreakpoints.exists_one(c, c == b)))",
-                    "message": "batchBreakpoints must start at 1 and be strictly increasing",
-                },
-                {
-                    "rule": "!has(self.batchBreakpoints) || !has(self.maxBatch) || "
-                    "self.batchBreakpoints.all(b, b <= self.maxBatch)",
-                    "message": "batchBreakpoints must not exceed maxBatch",
-                },
-                {"rule": "!has(self.kMax) || self.kMax >= 1", "message": "kMax must be >= 1"},
-                {
-                    "rule": "!has(self.alphaQuantile) || "
-                    "(self.alphaQuantile > 0.0 && self.alphaQuantile < 1.0)",
-                    "message": "alphaQuantile must be in (0, 1)",
-                },
-                {
-                    "rule": "!has(self.defaultExpectedBatch) || !has(self.maxBatch) || "
-                    "self.defaultExpectedBatch <= self.maxBatch",
-                    "message": "defaultExpectedBatch must not exceed maxBatch",
-                },
-            ]
-        }
+    model_config = cel_rules(
+        (
+            "!has(self.batchBreakpoints) || (self.batchBreakpoints[0] == 1 "
+            "&& self.batchBreakpoints.isSorted() && self.batchBreakpoints.all(b, "
+            "self.batchBreakpoints.exists_one(c, c == b)))",
+            "batchBreakpoints must start at 1 and be strictly increasing",
+        ),
+        (
+            "!has(self.batchBreakpoints) || !has(self.maxBatch) || "
+            "self.batchBreakpoints.all(b, b <= self.maxBatch)",
+            "batchBreakpoints must not exceed maxBatch",
+        ),
+        ("!has(self.kMax) || self.kMax >= 1", "kMax must be >= 1"),
+        (
+            "!has(self.alphaQuantile) || (self.alphaQuantile > 0.0 && self.alphaQuantile < 1.0)",
+            "alphaQuantile must be in (0, 1)",
+        ),
+        (
+            "!has(self.defaultExpectedBatch) || !has(self.maxBatch) || "
+            "self.defaultExpectedBatch <= self.maxBatch",
+            "defaultExpectedBatch must not exceed maxBatch",
+        ),
     )
 
     min_gain: float = Field(default=0.05, ge=0, le=10, description="Self-benefit threshold on S_real - 1.")
