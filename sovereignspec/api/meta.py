@@ -29,6 +29,15 @@ ANNOTATION_DRAFT_MODEL = PREFIX + "draft-model"
 ANNOTATION_SPEC_METHOD = PREFIX + "spec-method"
 ANNOTATION_TPOT_SLO_MS = PREFIX + "tpot-slo-ms"
 ANNOTATION_EXPECTED_BATCH = PREFIX + "expected-batch"
+CLAIM_ANNOTATIONS = (
+    ANNOTATION_CLASS,
+    ANNOTATION_TARGET_MODEL,
+    ANNOTATION_DRAFT_MODEL,
+    ANNOTATION_SPEC_METHOD,
+    ANNOTATION_TPOT_SLO_MS,
+    ANNOTATION_EXPECTED_BATCH,
+)
+"""What a workload claims about itself (policy/claims.py reads each; every pod of a group must agree)."""
 LABEL_TENANT = PREFIX + "tenant"
 LABEL_SYSTEM_NAMESPACE = PREFIX + "system"
 DEFAULT_JURISDICTION_LABEL = PREFIX + "jurisdiction"

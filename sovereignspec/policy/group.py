@@ -23,14 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from sovereignspec.api.meta import (
-    ANNOTATION_CLASS,
-    ANNOTATION_DRAFT_MODEL,
-    ANNOTATION_EXPECTED_BATCH,
-    ANNOTATION_SPEC_METHOD,
-    ANNOTATION_TARGET_MODEL,
-    ANNOTATION_TPOT_SLO_MS,
-)
+from sovereignspec.api.meta import CLAIM_ANNOTATIONS
 from sovereignspec.api.speculation_decision import Placement as PodSetPlacement
 from sovereignspec.api.speculation_decision import Reason
 from sovereignspec.model.cluster import ClusterSnapshot, NodeInfo, PodInfo
@@ -45,15 +38,6 @@ from sovereignspec.policy.speculation import Gate
 ROLE_HASH_ANNOTATION = "kueue.x-k8s.io/role-hash"
 MULTI_NODE_OWNERS = frozenset({"LeaderWorkerSet"})
 """Owner kinds whose pods form one engine across nodes (tensor/pipeline parallel)."""
-
-CLAIM_KEYS = (
-    ANNOTATION_CLASS,
-    ANNOTATION_TARGET_MODEL,
-    ANNOTATION_DRAFT_MODEL,
-    ANNOTATION_SPEC_METHOD,
-    ANNOTATION_TPOT_SLO_MS,
-    ANNOTATION_EXPECTED_BATCH,
-)
 
 
 def members(wl: WorkloadInfo, snapshot: ClusterSnapshot) -> list[PodInfo]:
@@ -89,7 +73,7 @@ def with_members(wl: WorkloadInfo, group: Sequence[PodInfo]) -> WorkloadInfo:
 
 
 def _claims(annotations: Mapping[str, str]) -> dict[str, str]:
-    return {k: annotations[k] for k in CLAIM_KEYS if k in annotations}
+    return {k: annotations[k] for k in CLAIM_ANNOTATIONS if k in annotations}
 
 
 @dataclass(frozen=True)
@@ -117,7 +101,7 @@ def claims_of(wl: WorkloadInfo, group: Sequence[PodInfo] = ()) -> GroupClaims:
         return GroupClaims(annotations={})
     first_name, first = sources[0]
     for name, claims in sources[1:]:
-        key = next((k for k in CLAIM_KEYS if first.get(k) != claims.get(k)), None)
+        key = next((k for k in CLAIM_ANNOTATIONS if first.get(k) != claims.get(k)), None)
         if key is not None:
             a, b = _shown(first.get(key)), _shown(claims.get(key))
             return GroupClaims(
