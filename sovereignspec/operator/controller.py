@@ -113,6 +113,18 @@ def _parse_time(raw: object) -> datetime | None:
         return None
 
 
+async def every(seconds: float, sweep: Callable[[], Awaitable[None] | None], what: str) -> None:
+    """`sweep()` every `seconds`, for ever: None from it means nothing to sweep yet (the handlers have
+    not bound it), and a sweep that fails is logged, never the end of the loop."""
+    while True:
+        await asyncio.sleep(seconds)
+        try:
+            if (run := sweep()) is not None:
+                await run
+        except Exception:
+            log.exception("%s failed", what)
+
+
 class Controller:
     def __init__(self, *, settings: OperatorSettings, api: client.ApiClient, health: HealthState) -> None:
         self.settings = settings
@@ -146,28 +158,18 @@ class Controller:
     def start_background(self) -> None:
         if self._reader is not None:
             self._tasks.append(asyncio.create_task(self._telemetry_loop(), name="telemetry-refresh"))
-        self._tasks.append(asyncio.create_task(self._resync_loop(), name="resync"))
-        self._tasks.append(asyncio.create_task(self._drift_loop(), name="drift"))
+        st = self.settings
+        for name, seconds, sweep in [
+            ("resync", st.resync_seconds, self._resync_now),
+            ("drift", st.drift_interval_seconds, self._drift_now),
+        ]:
+            self._tasks.append(asyncio.create_task(every(seconds, sweep, f"{name} sweep"), name=name))
 
-    async def _drift_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.settings.drift_interval_seconds)
-            if self.views_fn is None:
-                continue
-            try:
-                await self.drift_sweep(self.views_fn())
-            except Exception:
-                log.exception("drift sweep failed")
+    def _resync_now(self) -> Awaitable[None] | None:
+        return None if self.resync is None else self.resync()
 
-    async def _resync_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.settings.resync_seconds)
-            if self.resync is None:
-                continue
-            try:
-                await self.resync()
-            except Exception:
-                log.exception("resync sweep failed")
+    def _drift_now(self) -> Awaitable[None] | None:
+        return None if self.views_fn is None else self.drift_sweep(self.views_fn())
 
     async def close(self) -> None:
         for t in self._tasks:

@@ -166,3 +166,32 @@ def test_records_cut_tenant_text_before_validation() -> None:
     st = SpeculationDecisionStatus(message=huge, reasons=[Reason(type="X", message=huge)])
     assert len(st.message) == 32768 and len(st.reasons[0].message) == 4096
     assert len(CheckEntry(name="c", state="Retry", message=huge).message) == 32768
+
+
+def test_a_failing_sweep_is_logged_and_the_next_one_runs(caplog: pytest.LogCaptureFixture) -> None:
+    """The resync and drift loops (controller.every): nothing bound yet is skipped, a sweep that raises
+    is logged as '<what> failed' (the hostile-tenant e2e test counts those), and the loop goes on."""
+    calls: list[str] = []
+    done = asyncio.Event()
+
+    async def ok() -> None:
+        calls.append("ok")
+        done.set()
+
+    async def boom() -> None:
+        calls.append("boom")
+        raise RuntimeError("sweep bug")
+
+    script: list[Callable[[], Any]] = [lambda: None, boom, ok]
+
+    def sweep() -> Any:
+        return script.pop(0)() if script else None
+
+    async def run() -> None:
+        task = asyncio.create_task(ctl.every(0, sweep, "drift sweep"))
+        await asyncio.wait_for(done.wait(), 5)
+        task.cancel()
+
+    asyncio.run(run())
+    assert calls == ["boom", "ok"]
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == ["drift sweep failed"]
