@@ -46,6 +46,7 @@ from sovereignspec.policy.parse_common import (
     ParseError,
     field_list,
     field_map,
+    map_list,
     meta_of,
     parse_quantity,
     pod_spec_gpus,
@@ -82,8 +83,7 @@ def parse_node(obj: Mapping[str, Any]) -> NodeInfo:
     status = field_map(obj.get("status"), "status", where)
     alloc = field_map(status.get("allocatable"), "status.allocatable", where)
     ready = True
-    for c in field_list(status.get("conditions"), "status.conditions", where):
-        c = field_map(c, "condition", where)
+    for c in map_list(status.get("conditions"), "status.conditions", where):
         if c.get("type") == "Ready":
             ready = c.get("status") == "True"
     return NodeInfo(

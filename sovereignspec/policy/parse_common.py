@@ -51,6 +51,11 @@ def field_list(value: Any, what: str, where: str) -> list[Any]:
     return value
 
 
+def map_list(value: Any, what: str, where: str) -> list[Mapping[str, Any]]:
+    """A list of objects (`what[]` names an element that is not one)."""
+    return [field_map(v, f"{what}[]", where) for v in field_list(value, what, where)]
+
+
 def str_map(value: Any, what: str, where: str) -> dict[str, str]:
     m = field_map(value, what, where)
     out: dict[str, str] = {}

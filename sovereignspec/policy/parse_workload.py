@@ -17,6 +17,7 @@ from sovereignspec.policy.parse_common import (
     ParseError,
     field_list,
     field_map,
+    map_list,
     meta_of,
     pod_spec_gpus,
     str_map,
@@ -29,16 +30,13 @@ def _topology(raw: Mapping[str, Any], where: str) -> tuple[list[str], list[Topol
     """TAS assignment in the v1beta2 slice format (or the v1beta1 `domains` list) → explicit domains."""
     levels = [str(x) for x in field_list(raw.get("levels"), "topologyAssignment.levels", where)]
     domains: list[TopologyDomain] = []
-    for d in field_list(raw.get("domains"), "topologyAssignment.domains", where):
-        d = field_map(d, "domain", where)
+    for d in map_list(raw.get("domains"), "topologyAssignment.domains", where):
         vals = [str(v) for v in field_list(d.get("values"), "domain.values", where)]
         domains.append(TopologyDomain(values=vals, count=int(d.get("count", 1))))
-    for s in field_list(raw.get("slices"), "topologyAssignment.slices", where):
-        s = field_map(s, "slice", where)
+    for s in map_list(raw.get("slices"), "topologyAssignment.slices", where):
         n = int(s.get("domainCount", 0))
         per_level: list[list[str]] = []
-        for lv in field_list(s.get("valuesPerLevel"), "slice.valuesPerLevel", where):
-            lv = field_map(lv, "valuesPerLevel[]", where)
+        for lv in map_list(s.get("valuesPerLevel"), "slice.valuesPerLevel", where):
             if lv.get("universal") is not None:
                 per_level.append([str(lv["universal"])] * n)
             else:
@@ -112,8 +110,7 @@ def parse_workload(obj: Mapping[str, Any]) -> WorkloadInfo:
     spec = field_map(obj.get("spec"), "spec", where)
     status = field_map(obj.get("status"), "status", where)
     pod_sets = []
-    for raw in field_list(spec.get("podSets"), "spec.podSets", where):
-        ps = field_map(raw, "spec.podSets[]", where)
+    for ps in map_list(spec.get("podSets"), "spec.podSets", where):
         name = str(ps.get("name") or "main")
         pw = f"{where} podSet {name}"
         tmpl = field_map(ps.get("template"), "template", pw)
@@ -139,8 +136,7 @@ def parse_workload(obj: Mapping[str, Any]) -> WorkloadInfo:
     conditions = field_list(status.get("conditions"), "status.conditions", where)
     admission = field_map(status.get("admission"), "status.admission", where)
     assignments = []
-    for raw in field_list(admission.get("podSetAssignments"), "status.admission.podSetAssignments", where):
-        a = field_map(raw, "podSetAssignments[]", where)
+    for a in map_list(admission.get("podSetAssignments"), "status.admission.podSetAssignments", where):
         levels: list[str] = []
         domains: list[TopologyDomain] | None = None
         if a.get("topologyAssignment") is not None:
@@ -157,8 +153,8 @@ def parse_workload(obj: Mapping[str, Any]) -> WorkloadInfo:
             )
         )
     checks = []
-    for raw in field_list(status.get("admissionChecks"), "status.admissionChecks", where):
-        c = dict(field_map(raw, "status.admissionChecks[]", where))
+    for raw in map_list(status.get("admissionChecks"), "status.admissionChecks", where):
+        c = dict(raw)
         c.setdefault("message", "")
         checks.append(validate(CheckEntry, c, f"{where}: status.admissionChecks[{c.get('name')}]"))
     return WorkloadInfo(
