@@ -68,20 +68,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="vLLM load_format; 'dummy' = random weights, same step time, no download (default)",
     )
     m.add_argument("--dtype", default="auto", help="vLLM dtype (default: auto, from config.json)")
-    m.add_argument(
-        "--decode-batches",
-        type=_ints,
-        default=_ints(DECODE_BATCHES),
-        metavar="B,B,...",
-        help=f"decode batch sizes; T = B (default {DECODE_BATCHES})",
-    )
-    m.add_argument(
-        "--prefill-tokens",
-        type=_ints,
-        default=_ints(PREFILL_TOKENS),
-        metavar="T,T,...",
-        help=f"tokens of one-step prefills, each > the largest decode batch (default {PREFILL_TOKENS})",
-    )
+    for flag, default, metavar, what in (
+        ("--decode-batches", DECODE_BATCHES, "B,B,...", "decode batch sizes; T = B"),
+        (
+            "--prefill-tokens",
+            PREFILL_TOKENS,
+            "T,T,...",
+            "tokens of one-step prefills, each > the largest decode batch",
+        ),
+    ):  # the measured points, comma-separated
+        m.add_argument(
+            flag, type=_ints, default=_ints(default), metavar=metavar, help=f"{what} (default {default})"
+        )
     m.add_argument(
         "--prefill-sequences",
         type=int,
