@@ -94,6 +94,11 @@ class DecisionInputs(Model):
     draft_model: ModelName | None = None
     method: ModelName | None = None
     tpot_slo_ms: float | None = None
+    tpot_slo_claimed: bool | None = Field(
+        default=None,
+        description="Whether the workload's pods claim an SLO (tpot-slo-ms present): as a neighbour of later "
+        "decisions it then counts as SLO-bound even without engine metrics. Absent in older records.",
+    )
     expected_batch: int | None = None
     placement: Literal["RelativeSpeedup", "Throughput"] | None = Field(
         default=None,

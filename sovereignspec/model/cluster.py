@@ -41,11 +41,23 @@ class PodInfo(Model):
     labels: dict[str, str] = {}
     annotations: dict[str, str] = {}
     daemonset: bool = False
+    recorded: dict[str, str] | None = None
+    """The claims its workload's SpeculationDecision recorded at admission (annotation keys, values as
+    decided), which the neighbour rule reads instead of the pod's live annotations; None when the pod
+    has no such decision (see `policy.parse.recorded_claims`)."""
 
     @property
     def active(self) -> bool:
         """Bound and not terminated: it holds GPUs and counts for isolation."""
         return self.node is not None and self.phase not in ("Succeeded", "Failed")
+
+
+class RecordedClaims(Model):
+    """A SpeculationDecision's record of its workload's claims (annotation keys, values as decided) and
+    the nodes it placed the workload's pods on."""
+
+    nodes: frozenset[str]
+    claims: dict[str, str] = {}
 
 
 class NamespaceInfo(Model):

@@ -171,14 +171,14 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
     async def ss_decisions(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
         _EVENTS_DECISIONS.inc()
         raw = dict(body)
-        ctrl.mirror.decisions.put(_key(body), raw)
+        ctrl.mirror.put_decision(_key(body), raw)
         return {(namespace, name): raw}
 
     @kopf.on.event(*OURS, "speculationdecisions", registry=registry)
     async def on_decision(type: str | None, body: kopf.Body, **_: Any) -> None:
         if type == "DELETED":
             _EVENTS_DECISIONS.inc()
-            ctrl.mirror.decisions.put(_key(body), None)
+            ctrl.mirror.put_decision(_key(body), None)
 
     @kopf.index(*KUEUE, "workloads", registry=registry, id="ss_workloads")
     async def ss_workloads(

@@ -5,6 +5,14 @@ workloads that was ~30 ms of Python per decision (views and the reservation tabl
 an O(1) change. The index handlers also write here, as they parse; a deletion comes through the event
 handlers (kopf calls no index handler for it). Each consumer then reads the current tables and only the
 keys that changed. Everything runs on the operator's event loop: no locks.
+
+A pod that runs under a SpeculationDecision (the `sovereignspec.io/decision` annotation Kueue copies from
+our podSetUpdate) is kept with the claims that decision recorded at admission (`PodInfo.recorded`), which
+the neighbour rule reads instead of the pod's annotations: claims take effect at admission, and a tenant
+that re-annotates its running pod changes nothing. The link is the decision the pod was first seen under
+and stays until the pod is gone, so re-pointing or removing the annotation later does not undo it: the
+pod keeps that decision's claims and keeps consuming its reservation (removing the annotation used to
+make the reservation look unconsumed and fence off a second GPU).
 """
 
 from __future__ import annotations
@@ -12,8 +20,10 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Generic, TypeVar
 
-from sovereignspec.model.cluster import PodInfo, WorkloadRef
+from sovereignspec.api.meta import ANNOTATION_DECISION
+from sovereignspec.model.cluster import PodInfo, RecordedClaims, WorkloadRef
 from sovereignspec.model.telemetry import PodRef
+from sovereignspec.policy.parse import decision_of, recorded_claims, with_recorded_claims
 from sovereignspec.telemetry.annotations import DraftIdentity
 
 K = TypeVar("K", bound=Hashable)
@@ -53,6 +63,7 @@ class Table(Generic[K, V]):
 
 
 PodKey = tuple[str, str]
+DecisionKey = tuple[str, str]
 
 
 class Mirror:
@@ -65,11 +76,22 @@ class Mirror:
         self._identity: dict[PodKey, tuple[PodRef, DraftIdentity]] = {}
         self._identities: dict[PodRef, DraftIdentity] = {}
         self._identities_copy: dict[PodRef, DraftIdentity] | None = None
+        self._as_parsed: dict[PodKey, PodInfo] = {}
+        """Pods as parsed (without recorded claims), to attach a decision's claims when it changes."""
+        self._recorded: dict[DecisionKey, RecordedClaims] = {}
+        self._link: dict[PodKey, DecisionKey] = {}
+        self._linked: dict[DecisionKey, set[PodKey]] = {}
 
     def put_pod(
         self, key: PodKey, pod: PodInfo | None, ref: PodRef | None = None, ident: DraftIdentity | None = None
     ) -> None:
-        self.pods.put(key, pod)
+        if pod is None:
+            self._as_parsed.pop(key, None)
+            self._unlink(key)
+            self.pods.put(key, None)
+        else:
+            self._as_parsed[key] = pod
+            self.pods.put(key, self._with_claims(key, pod))
         new = (ref, ident) if pod is not None and ref is not None and ident is not None else None
         old = self._identity.get(key)
         if old == new:
@@ -81,6 +103,44 @@ class Mirror:
             self._identity[key] = new
             self._identities[new[0]] = new[1]
         self._identities_copy = None
+
+    def put_decision(self, key: DecisionKey, raw: dict[str, object] | None) -> None:
+        """Store (None: forget) a SpeculationDecision; the pods linked to it get its recorded claims."""
+        self.decisions.put(key, raw)
+        rec = recorded_claims(raw) if raw is not None else None
+        if rec == self._recorded.get(key):
+            return
+        if rec is None:
+            del self._recorded[key]
+        else:
+            self._recorded[key] = rec
+        for pk in self._linked.get(key, ()):
+            pod = self._as_parsed.get(pk)
+            if pod is not None:
+                self.pods.put(pk, with_recorded_claims(pod, rec))
+
+    def _with_claims(self, key: PodKey, pod: PodInfo) -> PodInfo:
+        link = self._link.get(key)
+        if link is None:
+            link = decision_of(pod)
+            if link is None:
+                return pod
+            self._link[key] = link
+            self._linked.setdefault(link, set()).add(key)
+        elif pod.annotations.get(ANNOTATION_DECISION) != link[1]:
+            # Re-pointed or removed: the pod still runs under (and consumes the reservation of) the
+            # decision it was admitted under.
+            pod = pod.model_copy(update={"annotations": {**pod.annotations, ANNOTATION_DECISION: link[1]}})
+        return with_recorded_claims(pod, self._recorded.get(link))
+
+    def _unlink(self, key: PodKey) -> None:
+        link = self._link.pop(key, None)
+        if link is not None:
+            pods = self._linked.get(link)
+            if pods is not None:
+                pods.discard(key)
+                if not pods:
+                    del self._linked[link]
 
     def identities(self) -> dict[PodRef, DraftIdentity]:
         """The pods' draft identities: a new dict after each change, the same one until the next."""

@@ -8,9 +8,9 @@ may not claim counts as `batch` (or, if batch is not allowed either, the first a
 alphabetical order).
 
 A workload's claims take effect when it is decided (admission): re-annotating its running pods
-changes nothing about its own placement or speculation until its next decision. As a neighbour of later
-decisions its SLO claim is read from its pod's current annotations, clamped the same way, so no
-re-annotation goes below the floor.
+changes nothing about its own placement or speculation until its next decision, nor what later decisions
+see of it as a neighbour: the neighbour rule reads the claims its SpeculationDecision recorded
+(`PodInfo.recorded`, `policy.parse.recorded_claims`), clamped again by its tenant's current limits.
 
 Values are bounded before anything else reads them: a model name longer than `MAX_MODEL_CHARS`, or any
 other claim longer than `MAX_VALUE_CHARS`, is malformed, and a message quotes at most `SHOWN_CHARS` of
@@ -60,6 +60,9 @@ class Claims:
     method: str | None
     tpot_slo_ms: float
     expected_batch: int
+    tpot_slo_claimed: bool = False
+    """The SLO annotation is present (well-formed or not): as a neighbour, the workload is SLO-bound even
+    without engine metrics."""
     malformed: tuple[Reason, ...] = ()
     notes: tuple[Reason, ...] = field(default=())
 
@@ -179,6 +182,7 @@ def read_claims(annotations: Mapping[str, str], policy: SpeculationPolicySpec, r
         method=method,
         tpot_slo_ms=slo,
         expected_batch=batch,
+        tpot_slo_claimed=ANNOTATION_TPOT_SLO_MS in annotations,
         malformed=tuple(bad),
         notes=tuple(notes),
     )

@@ -11,6 +11,10 @@ Choices where DESIGN.md is silent:
   SLO and exposes no metrics switch off every neighbour's speculation. A pod with neither is not
   SLO-bound and does not constrain us. A neighbour's SLO claim is clamped like the workload's own (its
   tenant's minTpotSloMs, else the policy's global floor `minTpotSloMs`).
+- A neighbour's claims (SLO, target model) are those its SpeculationDecision recorded when it was
+  admitted (`PodInfo.recorded`): a running pod re-annotated later changes nothing. A pod without such a
+  record (outside Kueue, in a system namespace, or decided by another controller) is read from its
+  annotations.
 - On a time-sliced node, a GPU pod bound there that no GPU sample names yet (dcgm-exporter's pod
   labels lag) counts as a neighbour on every shared GPU at their highest load.
 - Draft memory: the minimum free framebuffer over the node's free GPUs must hold the draft; unknown
@@ -206,6 +210,14 @@ def _others_load(
     return seen
 
 
+def claims_of(pod: PodInfo | None) -> Mapping[str, str]:
+    """A neighbour's claims: what its decision recorded at admission, else its pod's annotations (claims
+    take effect at admission: a running pod re-annotated later changes nothing)."""
+    if pod is None:
+        return {}
+    return pod.annotations if pod.recorded is None else pod.recorded
+
+
 def neighbour_inputs(
     view: NodeView,
     gpus: Sequence[GpuSample],
@@ -224,7 +236,7 @@ def neighbour_inputs(
         pod, engine = view.pod_by_key.get(key), view.engine_by_pod.get(key)
         if engine is None or engine.running is None:
             return None
-        prof = book.find(product, (pod.annotations if pod is not None else {}).get(TARGET_KEY))
+        prof = book.find(product, claims_of(pod).get(TARGET_KEY))
         return None if prof is None else (prof, engine.running)
 
     def weight(key: tuple[str, str]) -> float | None:
@@ -237,7 +249,7 @@ def neighbour_inputs(
     for key, (u_others, own) in sorted(_others_load(view, gpus, weight).items()):
         pod = view.pod_by_key.get(key)
         engine = view.engine_by_pod.get(key)
-        raw_slo = (pod.annotations if pod is not None else {}).get(SLO_KEY)
+        raw_slo = claims_of(pod).get(SLO_KEY)
         margin: float | None
         if engine is not None and engine.tpot_seconds is not None:
             margin = slo_margin_scalar(slo_ms(key[0], raw_slo, default_slo) / 1000.0, engine.tpot_seconds)

@@ -24,6 +24,9 @@ from datetime import datetime
 from typing import Any
 
 from sovereignspec.api.meta import (
+    ANNOTATION_DECISION,
+    ANNOTATION_TARGET_MODEL,
+    ANNOTATION_TPOT_SLO_MS,
     LABEL_MANAGED_BY,
     MANAGED_BY_VALUE,
     RESOURCE_GPU,
@@ -38,6 +41,7 @@ from sovereignspec.model.cluster import (
     NamespaceInfo,
     NodeInfo,
     PodInfo,
+    RecordedClaims,
     Reservation,
     WorkloadRef,
 )
@@ -74,6 +78,8 @@ __all__ = [
     "parse_time",
     "parse_workload",
     "pod_spec_gpus",
+    "recorded_claims",
+    "with_recorded_claims",
 ]
 
 
@@ -191,6 +197,56 @@ def parse_reservation(
     )
 
 
+def recorded_claims(obj: Mapping[str, Any]) -> RecordedClaims | None:
+    """What a SpeculationDecision recorded of its workload's claims at admission, as its pods count as
+    neighbours of later decisions: the SLO as decided (when the workload claimed one) and the target
+    model, valid on the nodes the decision placed the pods on. None when the operator did not write it
+    (label `app.kubernetes.io/managed-by`) or it records no inputs or no node."""
+    meta = obj.get("metadata")
+    status = obj.get("status")
+    if not isinstance(meta, Mapping) or not isinstance(status, Mapping):
+        return None
+    labels = meta.get("labels")
+    if not isinstance(labels, Mapping) or labels.get(LABEL_MANAGED_BY) != MANAGED_BY_VALUE:
+        return None
+    inputs = status.get("inputs")
+    if not isinstance(inputs, Mapping):
+        return None
+    placements = status.get("placements")
+    nodes = [status.get("node")]
+    nodes += (
+        [p.get("node") for p in placements if isinstance(p, Mapping)] if isinstance(placements, list) else []
+    )
+    on = frozenset(n for n in nodes if isinstance(n, str) and n)
+    if not on:
+        return None
+    claims: dict[str, str] = {}
+    slo, claimed = inputs.get("tpotSloMs"), inputs.get("tpotSloClaimed")
+    # A record older than tpotSloClaimed counts as claimed: SLO-bound is the safe side for neighbours.
+    if isinstance(slo, int | float) and not isinstance(slo, bool) and claimed is not False:
+        claims[ANNOTATION_TPOT_SLO_MS] = repr(float(slo))
+    target = inputs.get("targetModel")
+    if isinstance(target, str) and target:
+        claims[ANNOTATION_TARGET_MODEL] = target
+    return RecordedClaims(nodes=on, claims=claims)
+
+
+def with_recorded_claims(pod: PodInfo, recorded: RecordedClaims | None) -> PodInfo:
+    """The pod with its decision's recorded claims when the decision placed it where it runs (else as
+    it is, claims unrecorded). `recorded` is the decision the pod was first seen under."""
+    claims = recorded.claims if recorded is not None and pod.node in recorded.nodes else None
+    if pod.recorded == claims:
+        return pod
+    return pod.model_copy(update={"recorded": claims})
+
+
+def decision_of(pod: PodInfo) -> tuple[str, str] | None:
+    """(namespace, name) of the SpeculationDecision the pod says it runs under (the annotation Kueue
+    copies from our podSetUpdate), None without one. Only the pod's own namespace is searched."""
+    name = pod.annotations.get(ANNOTATION_DECISION)
+    return (pod.namespace, name) if name else None
+
+
 def parse_telemetry(obj: Any) -> TelemetrySnapshot:
     return validate(TelemetrySnapshot, obj if obj is not None else {}, "telemetry")
 
@@ -252,9 +308,19 @@ def build_snapshot(
         elif not isinstance(kind, str):
             raise ParseError(f"{where_of(o)}: missing kind")
     reservations = [r for r in (parse_reservation(d, workloads) for d in decisions) if r is not None]
+    recorded: dict[tuple[str, str], RecordedClaims] = {}
+    for d in decisions:
+        rec = recorded_claims(d)
+        if rec is not None:
+            meta, _ = meta_of(d)
+            recorded[(str(meta.get("namespace") or "default"), meta["name"])] = rec
+    pods = [
+        with_recorded_claims(p, recorded.get(key)) if (key := decision_of(p)) is not None else p
+        for p in buckets["Pod"]
+    ]
     return ClusterSnapshot(
         nodes=buckets["Node"],
-        pods=buckets["Pod"],
+        pods=pods,
         namespaces=buckets["Namespace"],
         flavors=buckets["ResourceFlavor"],
         admission_checks=buckets["AdmissionCheck"],

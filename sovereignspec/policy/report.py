@@ -98,6 +98,13 @@ def acceptance_summary(estimate: AcceptanceEstimate | None, quantile: float, k: 
     )
 
 
+RECORDED_CLAIMS = (
+    "workload_class", "target_model", "draft_model", "method", "tpot_slo_ms", "tpot_slo_claimed",
+    "expected_batch",
+)  # fmt: skip
+"""The Claims fields a record's `inputs` carries under the same names."""
+
+
 def admitted_fields(
     facts: Facts,
     options: Options,
@@ -149,9 +156,8 @@ def admitted_fields(
         schedule=budget.schedule if budget.enabled else [[1, policy.max_batch, 0]],
         config=budget.config,
     )
-    claimed = ("workload_class", "target_model", "draft_model", "method", "tpot_slo_ms", "expected_batch")
     inputs = DecisionInputs(
-        **{f: getattr(claims, f) for f in claimed},
+        **{f: getattr(claims, f) for f in RECORDED_CLAIMS},
         placement=None if policy.placement == "RelativeSpeedup" else policy.placement,
     )
     return {
