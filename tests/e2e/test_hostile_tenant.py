@@ -31,6 +31,7 @@ from tests.e2e.pool import (
     Pool,
     decided,
     decisions,
+    deployment,
     job,
     new_pool,
     our_entry,
@@ -381,3 +382,142 @@ def test_a_1ms_slo_claim_leaves_the_neighbour_decision_identical_to_the_1000ms_c
     assert outcome["1000"]["speculative"]["enabled"], outcome["1000"]["message"]
     assert outcome["1"]["neighbours"], outcome["1"]  # the claimant was seen, with its clamped 20 ms SLO
     assert all(n["marginBefore"] > 0 for n in outcome["1"]["neighbours"]), outcome["1"]["neighbours"]
+
+
+# ---- 5. claims take effect at admission: re-annotating a running pod changes nothing ------------------
+
+
+def _admitted_engine(h: Hostile, juris: str, slo_ms: int) -> tuple[str, str]:
+    """A serving Job admitted through Kueue and the operator, claiming `slo_ms`, in a tenant that an
+    administrator allows SLOs down to 1 ms; (namespace, pod) once its engine's TPOT is measured."""
+    pool = h.pool
+    tenant = f"{pool.name}-nb{juris.lower()}"
+    ns = pool.tenant(f"nb{juris.lower()}", tenant_label=tenant)
+    pool.sovereignty(f"nb{juris.lower()}", {"tenants": [tenant], "jurisdictions": [juris],
+                                             "limits": {"minTpotSloMs": 1}})  # fmt: skip
+    # No draft: the engine runs plain, so its load, hence the node's, is the same on both nodes (a
+    # speculating engine's load follows its own k and acceptance draws, which a near-tie k of the
+    # newcomer's schedule then reflects, whatever the neighbour claims).
+    claims = {
+        k: v for k, v in serving_annotations(slo_ms=slo_ms).items() if "draft" not in k and "method" not in k
+    }
+    pool.apply(job("engine", ns, claims))
+    decided(pool, ns)
+    [pod] = running_pods(pool, ns)
+    name = pod.metadata.name
+    h.stack.prometheus.wait_for(
+        f'vllm:request_time_per_output_token_seconds_count{{namespace="{ns}",pod="{name}"}} > 0', timeout=60
+    )
+    return ns, name
+
+
+def _newcomer(h: Hostile, juris: str) -> dict[str, Any]:
+    pool = h.pool
+    tenant = f"{pool.name}-new{juris.lower()}"
+    ns = pool.tenant(f"new{juris.lower()}", tenant_label=tenant)
+    pool.sovereignty(f"new{juris.lower()}", {"tenants": [tenant], "jurisdictions": [juris]})
+    # A draft of its own, no engine reports: both newcomers are decided on the prior alone (the counts of
+    # a draft that runs move the estimate between the two decisions: S_real 1.77 vs 1.92).
+    pool.apply(job("chat", ns, serving_annotations(batch=4, draft=f"eagle3-{tenant}")))
+    decided(pool, ns)
+    [dec] = decisions(pool, ns)
+    return dec["status"]  # type: ignore[no-any-return]
+
+
+def test_a_running_pod_reannotated_later_leaves_its_neighbours_decision_unchanged(hostile: Hostile) -> None:
+    """Two identical nodes, each with an engine admitted with a 1,000 ms SLO claim; the KR engine's tenant
+    (`edit` role) then re-annotates its running pod to 1 ms. A newcomer next to it must be decided exactly
+    like the control newcomer next to the untouched JP engine. Before the fix the operator read the live
+    annotation: the KR newcomer ran plain (`NeighbourSlo`, margin -0.89)."""
+    h, pool = hostile, hostile.pool
+    pool.add_nodes(
+        NodeDef("a", jurisdiction="KR", base_load=0.3, gpus=1, replicas=2, noise=0.0),
+        NodeDef("b", jurisdiction="JP", base_load=0.3, gpus=1, replicas=2, noise=0.0),
+    )
+    h.start()
+    engines = {juris: _admitted_engine(h, juris, 1000) for juris in ("KR", "JP")}
+    ns, pod = engines["KR"]
+    user = _as_tenant(pool, ns)
+    r = pool.cluster.kubectl("annotate", "pod", pod, "-n", ns, "--as", user, "--overwrite",
+                             "sovereignspec.io/tpot-slo-ms=1", check=False)  # fmt: skip
+    assert r.returncode == 0, r.stderr  # no admission policy here: the operator alone must hold
+    live = client.CoreV1Api(pool.api).read_namespaced_pod(pod, ns).metadata.annotations
+    assert live["sovereignspec.io/tpot-slo-ms"] == "1"
+    time.sleep(2.5)  # the pod event and two operator telemetry refreshes
+    outcome = {juris: _newcomer(h, juris) for juris in ("KR", "JP")}
+    for juris, o in outcome.items():
+        margins = [n.get("marginBefore") for n in o["neighbours"]]
+        print(f"\nnewcomer {juris}:", o["reason"], o["speculative"].get("numSpeculativeTokens"), margins)
+
+    def same(st: dict[str, Any]) -> tuple[object, ...]:
+        sp = st["speculative"]
+        return (st["state"], st["reason"], sp["enabled"], sp.get("numSpeculativeTokens"), sp.get("schedule"))
+
+    hostile_, control = outcome["KR"], outcome["JP"]
+    assert control["speculative"]["enabled"], control["message"]
+    assert same(hostile_) == same(control), (hostile_["message"], control["message"])
+    assert [n["pod"] for n in hostile_["neighbours"]] == [pod], hostile_["neighbours"]
+    # the neighbour counts with its recorded 1,000 ms claim, as the control's does
+    [m_hostile], [m_control] = ([n["marginBefore"] for n in o["neighbours"]] for o in (hostile_, control))
+    assert m_hostile > 10 and m_hostile == pytest.approx(m_control, rel=0.25), (m_hostile, m_control)
+
+
+def test_the_admission_policy_refuses_changing_claims_of_an_admitted_pod(hostile: Hostile) -> None:
+    """Defence in depth: with the chart's policy, a tenant cannot change, add or remove a
+    `sovereignspec.io/` annotation of a pod that Kueue has admitted; other annotations stay editable, and
+    Kueue still admits pods (it writes our podSetUpdates onto a Deployment's gated pod)."""
+    h, pool = hostile, hostile.pool
+    pool.add_nodes(NodeDef("kr0", jurisdiction="KR", gpus=2))
+    h.start()
+    label = "e2e.sovereignspec.io/vap"
+    ns = pool.tenant("claims")
+    pool.cluster.kubectl("label", "namespace", ns, f"{label}={pool.name}")
+    _install_policy(pool, label)
+    user = _as_tenant(pool, ns)
+
+    def annotate(pod: str, *changes: str) -> Any:
+        return pool.cluster.kubectl("annotate", "pod", pod, "-n", ns, "--as", user, "--overwrite", *changes,
+                                    check=False)  # fmt: skip
+
+    gated = _gpu_pod("gated", ns, {"kueue.x-k8s.io/queue-name": "lq"})
+    seen: list[str] = []
+
+    def in_force() -> bool:  # the bindings take a moment to reach the API server's policy cache
+        pinned = job("probe", ns, {})  # Kueue gates pods here, so the probe is the Job rule's
+        pinned["spec"]["template"]["spec"]["nodeName"] = "kr0"
+        r = pool.cluster.kubectl(
+            "create", "--as", user, "--dry-run=server", "-f", "-", check=False, input=yaml.safe_dump(pinned)
+        )
+        seen[:] = [r.stderr]
+        return "SovereignSpec" in r.stderr
+
+    wait_until(in_force, timeout=30, what="the admission policy to be in force", describe=lambda: seen[0])
+    pool.apply(job("engine", ns, serving_annotations(slo_ms=1000)))
+    pool.apply(deployment("web", ns, serving_annotations(slo_ms=1000)))
+    decided(pool, ns, count=2)
+    running = running_pods(pool, ns, count=2)
+    by_kind = {("web" if p.metadata.name.startswith("web") else "job"): p for p in running}
+    assert set(by_kind) == {"web", "job"}, [p.metadata.name for p in running]
+    refused: dict[str, str] = {}
+    for kind, p in by_kind.items():  # Kueue wrote our podSetUpdates; the tenant may touch none of them
+        ann = p.metadata.annotations or {}
+        assert ann.get("sovereignspec.io/decision"), (kind, ann)
+        for what, change in (
+            ("change the SLO claim", "sovereignspec.io/tpot-slo-ms=1"),
+            ("add a claim", "sovereignspec.io/expected-batch=256"),
+            ("remove the decision link", "sovereignspec.io/decision-"),
+        ):
+            r = annotate(p.metadata.name, change)
+            assert r.returncode != 0, (kind, what, r.stdout)
+            assert "claims take effect at admission" in r.stderr, (kind, what, r.stderr)
+            refused[f"{kind}: {what}"] = r.stderr.strip()[-160:]
+        ok = annotate(p.metadata.name, "example.com/note=on-call")  # not a claim: allowed
+        assert ok.returncode == 0, ok.stderr
+        now = client.CoreV1Api(pool.api).read_namespaced_pod(p.metadata.name, ns).metadata.annotations
+        assert now["sovereignspec.io/tpot-slo-ms"] == "1000" and now["sovereignspec.io/decision"], now
+    # before admission the claims are the tenant's to change (they take effect when decided)
+    pool.cluster.kubectl("create", "--as", user, "-f", "-", input=yaml.safe_dump(gated))
+    r = annotate("gated", "sovereignspec.io/tpot-slo-ms=250")
+    assert r.returncode == 0, r.stderr
+    print(json.dumps(refused, indent=1))
+    assert len(refused) == 6
