@@ -166,14 +166,22 @@ share_kwok() {
   mv "$dst/stages.yaml.tmp" "$dst/stages.yaml"
 }
 
-share_kueue() {
-  local src dst="$CACHE/share/kueue-$KUEUE_VERSION"
+# share_manifests NAME MODULE VERSION DIR...: copy DIRs (each a crd or webhook folder) of a pinned module
+# to $CACHE/share/NAME-VERSION/, whole or not at all; the render_*.py scripts read them there.
+share_manifests() {
+  local name=$1 module=$2 version=$3 src dst d
+  shift 3
+  dst="$CACHE/share/$name-$version"
   [[ -f "$dst/webhook/manifests.yaml" ]] && return 0
-  src=$(module_dir "sigs.k8s.io/kueue@$KUEUE_VERSION")
+  src=$(module_dir "$module@$version")
   rm -rf "$dst.tmp" && mkdir -p "$dst.tmp"
-  cp -r "$src/config/components/crd" "$src/config/components/webhook" "$dst.tmp/"
+  for d in "$@"; do cp -r "$src/$d" "$dst.tmp/"; done
   chmod -R u+w "$dst.tmp"
   rm -rf "$dst" && mv "$dst.tmp" "$dst"
+}
+
+share_kueue() {
+  share_manifests kueue sigs.k8s.io/kueue "$KUEUE_VERSION" config/components/crd config/components/webhook
 }
 
 build_kueue() {
@@ -192,13 +200,7 @@ build_lws() {
 
 # LWS's CRDs (config/crd) and webhook configurations (config/webhook), rendered by render_lws.py.
 share_lws() {
-  local src dst="$CACHE/share/lws-$LWS_VERSION"
-  [[ -f "$dst/webhook/manifests.yaml" ]] && return 0
-  src=$(module_dir "sigs.k8s.io/lws@$LWS_VERSION")
-  rm -rf "$dst.tmp" && mkdir -p "$dst.tmp"
-  cp -r "$src/config/crd" "$src/config/webhook" "$dst.tmp/"
-  chmod -R u+w "$dst.tmp"
-  rm -rf "$dst" && mv "$dst.tmp" "$dst"
+  share_manifests lws sigs.k8s.io/lws "$LWS_VERSION" config/crd config/webhook
 }
 
 build_helm() {

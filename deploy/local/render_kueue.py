@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,15 @@ def render_crds(crd_dir: Path, port: int, ca_bundle: str) -> list[dict[str, Any]
     return crds
 
 
+def to_loopback(doc: dict[str, Any], name_prefix: str, port: int, ca_bundle: str) -> None:
+    """Name a webhook configuration as kustomize's namePrefix does, and point each of its webhooks at
+    the manager on loopback instead of its in-cluster Service (render_lws.py uses it too)."""
+    doc["metadata"]["name"] = name_prefix + doc["metadata"]["name"]
+    for webhook in doc["webhooks"]:
+        service = webhook["clientConfig"].pop("service")
+        webhook["clientConfig"] = loopback_client_config(port, service["path"], ca_bundle)
+
+
 def targets_kueue_api(webhook: dict[str, Any]) -> bool:
     return any(KUEUE_GROUP in rule.get("apiGroups", []) for rule in webhook.get("rules", []))
 
@@ -66,10 +76,8 @@ def targets_kueue_api(webhook: dict[str, Any]) -> bool:
 def render_webhooks(manifest: Path, port: int, ca_bundle: str) -> list[dict[str, Any]]:
     docs = [d for d in yaml.safe_load_all(manifest.read_text()) if d]
     for doc in docs:
-        doc["metadata"]["name"] = "kueue-" + doc["metadata"]["name"]
+        to_loopback(doc, "kueue-", port, ca_bundle)
         for webhook in doc["webhooks"]:
-            service = webhook["clientConfig"].pop("service")
-            webhook["clientConfig"] = loopback_client_config(port, service["path"], ca_bundle)
             if not targets_kueue_api(webhook):
                 webhook["namespaceSelector"] = {
                     "matchExpressions": [
@@ -83,25 +91,31 @@ def render_webhooks(manifest: Path, port: int, ca_bundle: str) -> list[dict[str,
     return docs
 
 
-def main(argv: list[str]) -> int:
+RenderWebhooks = Callable[[Path, int, str], list[dict[str, Any]]]
+"""(the share's webhook folder, port, CA bundle) -> the webhook configurations."""
+
+
+def render_main(argv: list[str], usage: str, label: str, render_webhooks_in: RenderWebhooks) -> int:
+    """The command line both renderers share: SHARE_DIR WEBHOOK_PORT CA_FILE OUT_CRDS OUT_WEBHOOKS."""
     if len(argv) != 6:
-        print(__doc__, file=sys.stderr)
+        print(usage, file=sys.stderr)
         return 2
-    share, port, ca_file, out_crds, out_webhooks = (
-        Path(argv[1]),
-        int(argv[2]),
-        Path(argv[3]),
-        Path(argv[4]),
-        Path(argv[5]),
-    )
+    share, port, ca_file = Path(argv[1]), int(argv[2]), Path(argv[3])
+    out_crds, out_webhooks = Path(argv[4]), Path(argv[5])
     ca_bundle = base64.b64encode(ca_file.read_bytes()).decode()
     crds = render_crds(share / "crd", port, ca_bundle)
-    webhooks = render_webhooks(share / "webhook" / "manifests.yaml", port, ca_bundle)
+    webhooks = render_webhooks_in(share / "webhook", port, ca_bundle)
     out_crds.write_text(yaml.safe_dump_all(crds, sort_keys=False))
     out_webhooks.write_text(yaml.safe_dump_all(webhooks, sort_keys=False))
     hooks = sum(len(d["webhooks"]) for d in webhooks)
-    print(f"kueue: {len(crds)} CRDs, {hooks} webhooks -> https://127.0.0.1:{port}", file=sys.stderr)
+    print(f"{label}: {len(crds)} CRDs, {hooks} webhooks -> https://127.0.0.1:{port}", file=sys.stderr)
     return 0
+
+
+def main(argv: list[str]) -> int:
+    return render_main(
+        argv, str(__doc__), "kueue", lambda d, port, ca: render_webhooks(d / "manifests.yaml", port, ca)
+    )
 
 
 if __name__ == "__main__":

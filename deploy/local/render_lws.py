@@ -12,7 +12,6 @@ Usage: render_lws.py SHARE_DIR WEBHOOK_PORT CA_FILE OUT_CRDS OUT_WEBHOOKS
 
 from __future__ import annotations
 
-import base64
 import copy
 import sys
 from pathlib import Path
@@ -22,7 +21,7 @@ import yaml
 
 # render_kueue.py sits next to this script (sys.path[0] when run as a script).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from render_kueue import loopback_client_config, render_crds
+from render_kueue import render_main, to_loopback
 
 # kustomize names the objects after the namePrefix of config/default ("lws-").
 NAME_PREFIX = "lws-"
@@ -80,10 +79,7 @@ def render_webhooks(webhook_dir: Path, port: int, ca_bundle: str) -> list[dict[s
         if key in patches:
             doc = json_patch(doc, patches[key])
             applied.add(key)
-        doc["metadata"]["name"] = NAME_PREFIX + doc["metadata"]["name"]
-        for webhook in doc["webhooks"]:
-            service = webhook["clientConfig"].pop("service")
-            webhook["clientConfig"] = loopback_client_config(port, service["path"], ca_bundle)
+        to_loopback(doc, NAME_PREFIX, port, ca_bundle)
         out.append(doc)
     missing = set(patches) - applied
     if missing:
@@ -92,19 +88,7 @@ def render_webhooks(webhook_dir: Path, port: int, ca_bundle: str) -> list[dict[s
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 6:
-        print(__doc__, file=sys.stderr)
-        return 2
-    share, port, ca_file = Path(argv[1]), int(argv[2]), Path(argv[3])
-    out_crds, out_webhooks = Path(argv[4]), Path(argv[5])
-    ca_bundle = base64.b64encode(ca_file.read_bytes()).decode()
-    crds = render_crds(share / "crd", port, ca_bundle)
-    webhooks = render_webhooks(share / "webhook", port, ca_bundle)
-    out_crds.write_text(yaml.safe_dump_all(crds, sort_keys=False))
-    out_webhooks.write_text(yaml.safe_dump_all(webhooks, sort_keys=False))
-    hooks = sum(len(d["webhooks"]) for d in webhooks)
-    print(f"lws: {len(crds)} CRDs, {hooks} webhooks -> https://127.0.0.1:{port}", file=sys.stderr)
-    return 0
+    return render_main(argv, str(__doc__), "lws", render_webhooks)
 
 
 if __name__ == "__main__":

@@ -10,19 +10,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from sovereignspec.api.meta import (
-    ANNOTATION_CLASS,
-    ANNOTATION_DECISION,
-    ANNOTATION_DRAFT_MODEL,
-    ANNOTATION_EXPECTED_BATCH,
-    ANNOTATION_SPEC_METHOD,
-    ANNOTATION_TARGET_MODEL,
-    ANNOTATION_TPOT_SLO_MS,
-    CONTROLLER_NAME,
-    DEFAULT_JURISDICTION_LABEL,
-    LABEL_GPU_PRODUCT,
-    LABEL_HOSTNAME,
-)
+from sovereignspec.api import meta
 from sovereignspec.api.speculation_decision import SpeculationDecision
 from sovereignspec.model.cluster import (
     AdmissionCheckInfo,
@@ -49,12 +37,12 @@ BATCH = 64
 
 def _workload() -> WorkloadInfo:
     ann = {
-        ANNOTATION_CLASS: "interactive",
-        ANNOTATION_TARGET_MODEL: "llama-3.1-8b",
-        ANNOTATION_DRAFT_MODEL: "eagle3-llama-3.1-8b",
-        ANNOTATION_SPEC_METHOD: "eagle3",
-        ANNOTATION_TPOT_SLO_MS: "100",
-        ANNOTATION_EXPECTED_BATCH: str(BATCH),
+        meta.ANNOTATION_CLASS: "interactive",
+        meta.ANNOTATION_TARGET_MODEL: "llama-3.1-8b",
+        meta.ANNOTATION_DRAFT_MODEL: "eagle3-llama-3.1-8b",
+        meta.ANNOTATION_SPEC_METHOD: "eagle3",
+        meta.ANNOTATION_TPOT_SLO_MS: "100",
+        meta.ANNOTATION_EXPECTED_BATCH: str(BATCH),
     }
     return WorkloadInfo(
         namespace="bank-a",
@@ -74,21 +62,25 @@ def _snapshot(
     """One H100 node (2 time-slicing replicas); `running`: the workload's pod is there."""
     node = NodeInfo(
         name="n1",
-        labels={LABEL_HOSTNAME: "n1", DEFAULT_JURISDICTION_LABEL: "KR", LABEL_GPU_PRODUCT: H100},
+        labels={
+            meta.LABEL_HOSTNAME: "n1",
+            meta.DEFAULT_JURISDICTION_LABEL: "KR",
+            meta.LABEL_GPU_PRODUCT: H100,
+        },
         gpu_allocatable=2,
     )
     pods, refs, engines = [], [], []
     if running:
         pods.append(
             PodInfo(namespace="bank-a", name="chat-0", node="n1", phase="Running", gpu_request=1,
-                    annotations={ANNOTATION_DECISION: "chat"})
+                    annotations={meta.ANNOTATION_DECISION: "chat"})
         )  # fmt: skip
         refs.append(PodRef(namespace="bank-a", name="chat-0"))
         engines.append(EngineSample(namespace="bank-a", pod="chat-0", tpot_seconds=0.02, running=BATCH))
     if neighbour:
         pods.append(
             PodInfo(namespace="shop", name="nb", node="n1", phase="Running", gpu_request=1,
-                    annotations={ANNOTATION_TPOT_SLO_MS: nb_slo_ms})
+                    annotations={meta.ANNOTATION_TPOT_SLO_MS: nb_slo_ms})
         )  # fmt: skip
         refs.append(PodRef(namespace="shop", name="nb"))
         engines.append(EngineSample(namespace="shop", pod="nb", tpot_seconds=0.03, running=8))
@@ -97,7 +89,7 @@ def _snapshot(
         pods=pods,
         namespaces=[NamespaceInfo(name="bank-a"), NamespaceInfo(name="shop")],
         flavors=[FlavorInfo(name="gpu")],
-        admission_checks=[AdmissionCheckInfo(name="ss", controller_name=CONTROLLER_NAME)],
+        admission_checks=[AdmissionCheckInfo(name="ss", controller_name=meta.CONTROLLER_NAME)],
         telemetry=TelemetrySnapshot(
             time=NOW,
             gpus=[
