@@ -37,6 +37,7 @@ from sovereignspec.kube.ssa import apply_decision, apply_workload_check  # noqa:
 from sovereignspec.policy.decide import decide  # noqa: E402
 from sovereignspec.policy.decision import speculation_decision_object  # noqa: E402
 from tests.chaos.harness import operator, unique_controller  # noqa: E402
+from tests.e2e.pool import OUTSIDE_KUEUE  # noqa: E402
 from tests.harness.cluster import LocalCluster, cluster_running  # noqa: E402
 from tests.harness.wait import wait_until  # noqa: E402
 
@@ -85,7 +86,9 @@ def main() -> int:
     api = cluster.api_client
     core_api, co = client.CoreV1Api(api), client.CustomObjectsApi(api)
     ns = f"floor-bench-{uuid.uuid4().hex[:6]}"
-    core_api.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
+    # Outside Kueue (the local Kueue gates plain pods elsewhere): its pods carry no GPU and no queue.
+    meta = client.V1ObjectMeta(name=ns, labels={OUTSIDE_KUEUE: "true"})
+    core_api.create_namespace(client.V1Namespace(metadata=meta))
     op = None
     try:
         # ---- client CPU per write --------------------------------------------------------------
@@ -142,21 +145,22 @@ def main() -> int:
         print(f"  the decision object is {obj_bytes} bytes of JSON; one decision's writes: {write_ms:.2f} ms")
 
         # ---- operator CPU per watch event ------------------------------------------------------
-        node = next(
-            nd.metadata.name
-            for nd in core_api.list_node().items
-            if any(c.type == "Ready" and c.status == "True" for c in nd.status.conditions or [])
-        )
+        # Bound by the scheduler, not by spec.nodeName (the chart's admission policy refuses that in
+        # tenant namespaces): a bound pod is what the operator's pod index parses in full.
         for i in range(n):
             pod = client.V1Pod(
                 metadata=client.V1ObjectMeta(name=f"p-{i}", labels={"round": "0"}),
                 spec=client.V1PodSpec(
-                    node_name=node,
                     containers=[client.V1Container(name="c", image="x")],
                     tolerations=[client.V1Toleration(operator="Exists")],
                 ),
             )
             core_api.create_namespaced_pod(ns, pod)
+        wait_until(
+            lambda: sum(1 for p in core_api.list_namespaced_pod(ns).items if p.spec.node_name) >= n,
+            timeout=120,
+            what=f"{n} pods bound by the scheduler",
+        )
         op = operator(
             cluster,
             None,

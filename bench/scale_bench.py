@@ -77,6 +77,7 @@ from tests.e2e.pool import (  # noqa: E402
 )
 from tests.e2e.processes import SimulatorProcess  # noqa: E402
 from tests.harness.cluster import LocalCluster, cluster_running  # noqa: E402
+from tests.harness.queues import cluster_queue, local_queue, resource_flavor  # noqa: E402
 from tests.harness.wait import wait_until  # noqa: E402
 from tests.telemetry.promproc import PrometheusProcess  # noqa: E402
 
@@ -364,37 +365,153 @@ def setup_alone_queue(pool: Pool, *, gpu_quota: int) -> None:
     """A ResourceFlavor over the pool's nodes and a ClusterQueue with no admission check at all."""
     n = pool.name
     pool.apply(
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "ResourceFlavor",
-            "metadata": {"name": n},
-            "spec": {"nodeLabels": {POOL_LABEL: n}},
-        },
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "ClusterQueue",
-            "metadata": {"name": n},
-            "spec": {
-                "namespaceSelector": {"matchLabels": {POOL_LABEL: n}},
-                "resourceGroups": [
-                    {
-                        "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
-                        "flavors": [
-                            {
-                                "name": n,
-                                "resources": [
-                                    {"name": "cpu", "nominalQuota": "100000"},
-                                    {"name": "memory", "nominalQuota": "1000Ti"},
-                                    {"name": "nvidia.com/gpu", "nominalQuota": str(gpu_quota)},
-                                ],
-                            }
-                        ],
-                    }
-                ],
-            },
-        },
+        resource_flavor(n, {POOL_LABEL: n}),
+        cluster_queue(n, flavor=n, namespace_labels={POOL_LABEL: n}, gpu_quota=gpu_quota),
     )
     pool.cluster_objects += [("resourceflavors.kueue.x-k8s.io", n), ("clusterqueues.kueue.x-k8s.io", n)]
+
+
+# ---- the queued regime: quota smaller than the demand, Jobs that finish --------------------------------
+
+
+def setup_queued_cq(pool: Pool, name: str, flavor: str, *, gpu_quota: int, check: str | None) -> None:
+    """A second ClusterQueue over an arm's flavor (same nodes) with a small GPU quota; `check`: our
+    AdmissionCheck's name, or None for Kueue alone."""
+    checks = [check] if check is not None else []
+    pool.apply(
+        cluster_queue(
+            name, flavor=flavor, namespace_labels={POOL_LABEL: pool.name}, gpu_quota=gpu_quota, checks=checks
+        )
+    )
+    pool.cluster_objects.append(("clusterqueues.kueue.x-k8s.io", name))
+
+
+def wait_cq_active(api: client.ApiClient, name: str) -> None:
+    co = client.CustomObjectsApi(api)
+
+    def active() -> bool:
+        cq = co.get_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", name)
+        conds = (cq.get("status") or {}).get("conditions") or []
+        return any(c["type"] == "Active" and c["status"] == "True" for c in conds)
+
+    wait_until(active, timeout=90, what=f"ClusterQueue {name} Active")
+
+
+def queued_tenant(pool: Pool, prefix: str, cq: str, tenant_label: str | None = None) -> str:
+    """A namespace of the pool with a LocalQueue `lqq` on the queued ClusterQueue `cq`."""
+    ns = pool.tenant(prefix, tenant_label=tenant_label)
+    pool.apply(local_queue("lqq", ns, cq))
+    return ns
+
+
+def run_queued(
+    cluster: LocalCluster,
+    watcher: Watcher,
+    op: Any,
+    ident: CountedIdentity,
+    arms: dict[str, tuple[list[str], str]],
+    args: argparse.Namespace,
+    annotations: tuple[dict[str, str], dict[str, str]],
+    say: Any,
+) -> dict[str, Any]:
+    """Open-loop bursts into both arms' queued ClusterQueues: every `queued_period` seconds one burst per
+    arm (the arm submitted first alternates), whatever is still queued; then wait until every Workload
+    is Admitted (or answered other than Ready by our check). `arms`: name -> (namespaces, job prefix)."""
+    w, b = args.queued_workloads, args.queued_burst
+    runtime = (args.runtime, args.runtime_max)
+    with watcher.lock:
+        for nss, _ in arms.values():
+            watcher.namespaces |= set(nss)
+    cpu0 = proc_cpu_seconds(op.proc.pid)
+    e0 = watch_events(op.metrics())
+    r0 = ident.requests()
+    t0 = time.monotonic()
+    sent = 0
+    burst = 0
+    while sent < w:
+        n = min(b, w - sent)
+        delay = t0 + burst * args.queued_period - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        order = ["alone", "check"] if burst % 2 == 0 else ["check", "alone"]
+        for name in order:
+            # One `kubectl create` per arm and burst: on the loaded 2-core machine, one kubectl per
+            # namespace and class (8 per arm) took up to a minute and the schedule slipped.
+            nss, prefix = arms[name]
+            per_ns: dict[str, list[str]] = defaultdict(list)
+            for i in range(sent, sent + n):
+                per_ns[nss[i % len(nss)]].append(f"{prefix}{i:05d}")
+            docs = []
+            for ns, ws in per_ns.items():
+                half = len(ws) // 2
+                for part, ann in ((ws[:half], annotations[0]), (ws[half:], annotations[1])):
+                    docs.append(jobs_docs(part, ns, ann, queue="lqq", runtime_s=runtime))
+            cluster.kubectl("create", "-f", "-", input="---\n".join(docs))
+        sent += n
+        burst += 1
+        say(f"queued: burst {burst} submitted to both arms at {time.monotonic() - t0:.0f}s")
+
+    def keys(name: str) -> set[str]:
+        nss, prefix = arms[name]
+        with watcher.lock:
+            return {
+                k
+                for k in watcher.created
+                if k.split("/")[0] in nss and k.split("/")[1].startswith(f"job-{prefix}")
+            }
+
+    def done() -> int:
+        return sum(watcher.done_count(keys(a)) for a in arms)
+
+    wait_until(
+        lambda: done() >= 2 * w,
+        timeout=args.queued_timeout,
+        interval=1,
+        what=f"queued: {2 * w} workloads admitted",
+        describe=lambda: ", ".join(f"{a} {watcher.done_count(keys(a))} of {w}" for a in arms),
+    )
+    out: dict[str, Any] = {
+        "wall": time.monotonic() - t0,
+        "cpu": proc_cpu_seconds(op.proc.pid) - cpu0,
+        "req": ident.requests() - r0,
+        "rss": proc_rss_mb(op.proc.pid),
+    }
+    e1 = watch_events(op.metrics())
+    out["events"] = {r: v - e0.get(r, 0.0) for r, v in e1.items()}
+    with watcher.lock:
+        for name in arms:
+            ks = sorted(keys(name))
+            adm = [k for k in ks if k in watcher.admitted]
+            out[name] = [(watcher.admitted[k] - watcher.created[k]) * 1000 for k in adm]
+            out[f"{name}Server"] = [watcher.server[k] for k in adm if k in watcher.server]
+            first = min(watcher.created[k] for k in ks)
+            last = max(watcher.admitted[k] for k in adm) if adm else first
+            out[f"{name}Rate"] = len(adm) / (last - first) if last > first else float("nan")
+        ck = sorted(keys("check"))
+        both = [k for k in ck if k in watcher.pending and k in watcher.answered and k in watcher.admitted]
+        out["legs"] = {
+            "created -> quota reserved, our entry Pending": [
+                (watcher.pending[k] - watcher.created[k]) * 1000 for k in both
+            ],
+            "Pending -> our answer": [(watcher.answered[k][0] - watcher.pending[k]) * 1000 for k in both],
+            "our answer -> Admitted": [(watcher.admitted[k] - watcher.answered[k][0]) * 1000 for k in both],
+        }
+        states: dict[str, int] = defaultdict(int)
+        for k in ck:
+            states[watcher.answered[k][1] if k in watcher.answered else "unseen"] += 1
+        out["states"] = dict(states)
+        out["decisions"] = sum(1 for k in ck if k in watcher.answered)
+    return out
+
+
+def q_fig(queued: dict[str, Any], arm: str, q: float) -> float | None:
+    return round(pct(queued[arm], q), 1) if queued.get(arm) else None
+
+
+def q_ratio(queued: dict[str, Any], q: float) -> float | None:
+    if not queued.get("alone") or not queued.get("check") or pct(queued["alone"], q) <= 0:
+        return None
+    return round(pct(queued["check"], q) / pct(queued["alone"], q), 3)
 
 
 # ---- the run ------------------------------------------------------------------------------------------
@@ -412,11 +529,36 @@ def main() -> int:
     ap.add_argument(
         "--backlog", type=int, default=None, help="workloads in the saturation phase (default: --burst)"
     )
+    ap.add_argument(
+        "--queued-workloads",
+        type=int,
+        default=None,
+        help="Jobs per arm in the queued regime (default: --workloads; 0: skip)",
+    )
+    ap.add_argument("--queued-burst", type=int, default=None, help="queued regime's burst (default: --burst)")
+    ap.add_argument("--queued-period", type=float, default=20.0, help="seconds between queued bursts")
+    ap.add_argument(
+        "--queued-quota",
+        type=int,
+        default=None,
+        help="GPU quota of each queued ClusterQueue (default 80, quick 40)",
+    )
+    ap.add_argument(
+        "--runtime", type=int, default=30, help="queued Jobs run between --runtime and --runtime-max s"
+    )
+    ap.add_argument("--runtime-max", type=int, default=40)
+    ap.add_argument("--queued-timeout", type=float, default=1800.0)
     args = ap.parse_args()
     if args.quick:
         args.nodes, args.workloads, args.burst = 100, 200, 50
     if args.backlog is None:
         args.backlog = args.burst
+    if args.queued_workloads is None:
+        args.queued_workloads = args.workloads
+    if args.queued_burst is None:
+        args.queued_burst = args.burst
+    if args.queued_quota is None:
+        args.queued_quota = 40 if args.quick else 80
     core = args.core if args.core is not None else max(os.sched_getaffinity(0))
     say = lambda *a: print(*a, file=sys.stderr, flush=True)  # noqa: E731
 
@@ -465,6 +607,18 @@ def main() -> int:
         setup_alone_queue(alone, gpu_quota=len(alone_defs) * 8)
         alone_ns = [alone.tenant(f"alone-{j.lower()}") for j in JURISDICTIONS]
         say(f"Kueue-alone arm: {len(alone_defs)} KWOK nodes, ClusterQueue {alone.name} without checks")
+        # The queued regime: per arm a second ClusterQueue over the same flavor (same nodes) whose GPU quota
+        # is smaller than a burst, and namespaces of its own (LocalQueue lqq); the check arm's namespaces
+        # carry the same tenant labels, so the same SovereigntyPolicies apply.
+        q_cq = {"check": f"{pool.name}-q", "alone": f"{alone.name}-q"}
+        q_ns: dict[str, list[str]] = {"check": [], "alone": []}
+        if args.queued_workloads > 0:
+            setup_queued_cq(pool, q_cq["check"], pool.name, gpu_quota=args.queued_quota, check=pool.name)
+            setup_queued_cq(alone, q_cq["alone"], alone.name, gpu_quota=args.queued_quota, check=None)
+            for j in JURISDICTIONS:
+                label = f"{pool.name}-{j.lower()}"
+                q_ns["check"].append(queued_tenant(pool, f"benchq-{j.lower()}", q_cq["check"], label))
+                q_ns["alone"].append(queued_tenant(alone, f"aloneq-{j.lower()}", q_cq["alone"]))
 
         sim.start()
         sim.wait_ready()
@@ -489,6 +643,9 @@ def main() -> int:
         op.wait_ready(timeout=120)
         wait_queue_active(pool)
         wait_queue_active(alone)
+        if args.queued_workloads > 0:
+            for name in q_cq.values():
+                wait_cq_active(cluster.api_client, name)
         say(f"operator pid {op.proc.pid} pinned to CPU {core}, log {op.log_path}")
 
         watcher = Watcher(cluster.api_client, pool.name, set(tenants) | set(alone_ns))
@@ -672,7 +829,24 @@ def main() -> int:
                     field_manager="sovereignspec",
                 )
                 rtt.append((time.perf_counter() - s) * 1000)
-        violations = check_invariants(pool, tenants)
+        queued: dict[str, Any] = {}
+        if args.queued_workloads > 0:
+            say(
+                f"queued regime: {args.queued_workloads} Jobs per arm in bursts of {args.queued_burst} every "
+                f"{args.queued_period:.0f} s, GPU quota {args.queued_quota} per arm, runtime "
+                f"{args.runtime}-{args.runtime_max} s"
+            )
+            queued = run_queued(
+                cluster,
+                watcher,
+                op,
+                ident,
+                {"check": (q_ns["check"], "qc"), "alone": (q_ns["alone"], "qa")},
+                args,
+                (ann_i, ann_b),
+                say,
+            )
+        violations = check_invariants(pool, tenants + q_ns["check"])
 
         cpu_s = arm["check"]["cpu"]
         req0, req1 = 0.0, arm["check"]["req"]
@@ -692,20 +866,35 @@ def main() -> int:
             "operatorRssMb": round(max(sampler.max_rss, rss_now), 1),
             "queriesPerRefresh": round(statistics.median(v for _, v in phases if v is not None), 2),
             "apiRoundTripMs": round(statistics.median(rtt), 2) if rtt else None,
-            "kueueAloneP50Ms": round(pct(adm["alone"], 0.5), 1),
-            "kueueAloneP99Ms": round(pct(adm["alone"], 0.99), 1),
-            "withCheckP50Ms": round(pct(adm["check"], 0.5), 1),
-            "withCheckP99Ms": round(pct(adm["check"], 0.99), 1),
-            "admissionRatioP50": ratio[0.5],
-            "admissionRatioP99": ratio[0.99],
+            # The acceptance keys: the queued regime (quota smaller than the demand, Jobs that finish).
+            "kueueAloneP50Ms": q_fig(queued, "alone", 0.5),
+            "kueueAloneP99Ms": q_fig(queued, "alone", 0.99),
+            "withCheckP50Ms": q_fig(queued, "check", 0.5),
+            "withCheckP99Ms": q_fig(queued, "check", 0.99),
+            "admissionRatioP50": q_ratio(queued, 0.5),
+            "admissionRatioP99": q_ratio(queued, 0.99),
+            # CPU per decision in the ample-quota regime's check bursts (comparable with bench-floor).
             "decisionsPerCpuSecond": round(decisions / cpu_s, 1) if cpu_s > 0 else None,
+            "queuedDecisionsPerCpuSecond": round(queued["decisions"] / queued["cpu"], 1)
+            if queued.get("cpu")
+            else None,
+            "queuedQuotaGpus": args.queued_quota if queued else None,
+            "queuedRuntimeS": [args.runtime, args.runtime_max] if queued else None,
+            "ampleQuotaKueueAloneP50Ms": round(pct(adm["alone"], 0.5), 1),
+            "ampleQuotaKueueAloneP99Ms": round(pct(adm["alone"], 0.99), 1),
+            "ampleQuotaWithCheckP50Ms": round(pct(adm["check"], 0.5), 1),
+            "ampleQuotaWithCheckP99Ms": round(pct(adm["check"], 0.99), 1),
+            "ampleQuotaAdmissionRatioP50": ratio[0.5],
+            "ampleQuotaAdmissionRatioP99": ratio[0.99],
+            "operatorRssMbAllPhases": round(max(sampler.max_rss, rss_now, queued.get("rss", 0.0)), 1),
         }
         print(
             f"run: {args.nodes} KWOK nodes x 8 GPUs, {len(JURISDICTIONS)} jurisdictions, "
             f"{args.workloads} one-GPU Jobs in bursts of {args.burst}, operator pinned to CPU {core}"
         )
         print(
-            "arms interleaved burst by burst, alternating which goes first (alone, check | check, alone ...)"
+            "AMPLE QUOTA (nothing waits for quota): arms interleaved burst by burst, alternating which goes "
+            "first (alone, check | check, alone ...); each burst drained before the next"
         )
         rate = {k: len(adm[k]) / arm[k]["span"] if arm[k]["span"] else float("nan") for k in arm}
         for name, label in (("alone", "Kueue alone"), ("check", "with our check")):
@@ -749,6 +938,46 @@ def main() -> int:
             f"{decisions / cpu_paced if cpu_paced else float('nan'):.1f} decisions per CPU-second "
             "counting all of it"
         )
+        if queued:
+            print(
+                f"QUEUED (quota {args.queued_quota} GPUs per arm < burst {args.queued_burst}; Jobs run "
+                f"{args.runtime}-{args.runtime_max} s, uniform): {args.queued_workloads} one-GPU Jobs "
+                "per arm, "
+                f"one burst per arm every {args.queued_period:.0f} s (both arms in the same second, "
+                f"alternating which is submitted first), open loop; all admitted {queued['wall']:.0f} s "
+                "after the first burst"
+            )
+            for name, label in (("alone", "Kueue alone"), ("check", "with our check")):
+                xs, sv = queued[name], queued[f"{name}Server"]
+                print(
+                    f"queued: time to Admitted, {label}, n={len(xs)}: p50 {pct(xs, 0.5):.0f} ms, "
+                    f"p90 {pct(xs, 0.9):.0f}, p99 {pct(xs, 0.99):.0f}, "
+                    f"max {max(xs, default=float('nan')):.0f}, "
+                    f"mean {statistics.fmean(xs) if xs else float('nan'):.0f}; {queued[f'{name}Rate']:.2f} "
+                    f"admitted/s; server timestamps p50 {pct(sv, 0.5):.0f} s, p99 {pct(sv, 0.99):.0f} s"
+                )
+            print(
+                "queued, with our check, where the time goes: "
+                + "; ".join(
+                    f"{leg} p50 {pct(xs, 0.5):.0f} ms, p99 {pct(xs, 0.99):.0f}"
+                    for leg, xs in queued["legs"].items()
+                )
+            )
+            qa, qc = queued["alone"], queued["check"]
+            print(
+                f"queued admission ratio (with check / Kueue alone): p50 {q_ratio(queued, 0.5)}, "
+                f"p99 {q_ratio(queued, 0.99)}; added by the check: p50 {pct(qc, 0.5) - pct(qa, 0.5):.0f} ms, "
+                f"p99 {pct(qc, 0.99) - pct(qa, 0.99):.0f} ms; answers {queued['states']}"
+            )
+            nq = sum(queued["events"].values())
+            per_cpu = queued["decisions"] / queued["cpu"] if queued["cpu"] else float("nan")
+            print(
+                f"queued: operator CPU {queued['cpu']:.1f} s for {queued['decisions']} decisions (both arms' "
+                f"events counted) -> {per_cpu:.1f} "
+                f"per CPU-second; watch events {nq:.0f} ("
+                + ", ".join(f"{r} {n:.0f}" for r, n in sorted(queued["events"].items()))
+                + f"); API requests {queued['req']:.0f}; RSS at the end {queued['rss']:.0f} MB"
+            )
         print(f"answers: {dict(states)}; sovereignty/consistency violations: {len(violations)}")
         for v in violations[:10]:
             print("  VIOLATION", v)

@@ -59,63 +59,16 @@ def add_nodes_bulk(pool: Pool, defs: Iterable[NodeDef], timeout: float = 300) ->
 def setup_private_queue(
     pool: Pool, controller: str, *, policy_spec: dict[str, Any] | None = None, gpu_quota: int = 64
 ) -> None:
-    """Pool.setup_queue with our own controller name on the AdmissionCheck."""
-    n = pool.name
-    spec: dict[str, Any] = {"telemetry": {"window": "30s", "stalenessSeconds": 30, "cacheTtlSeconds": 1}}
-    spec.update(policy_spec or {})
-    pool.apply(
-        {
-            "apiVersion": "sovereignspec.io/v1alpha1",
-            "kind": "SpeculationPolicy",
-            "metadata": {"name": n},
-            "spec": spec,
-        },
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "ResourceFlavor",
-            "metadata": {"name": n},
-            "spec": {"nodeLabels": {POOL_LABEL: n}},
-        },
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "AdmissionCheck",
-            "metadata": {"name": n},
-            "spec": {
-                "controllerName": controller,
-                "parameters": {"apiGroup": "sovereignspec.io", "kind": "SpeculationPolicy", "name": n},
-            },
-        },
-        {
-            "apiVersion": "kueue.x-k8s.io/v1beta2",
-            "kind": "ClusterQueue",
-            "metadata": {"name": n},
-            "spec": {
-                "namespaceSelector": {"matchLabels": {POOL_LABEL: n}},
-                "resourceGroups": [
-                    {
-                        "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
-                        "flavors": [
-                            {
-                                "name": n,
-                                "resources": [
-                                    {"name": "cpu", "nominalQuota": "100000"},
-                                    {"name": "memory", "nominalQuota": "1000Ti"},
-                                    {"name": "nvidia.com/gpu", "nominalQuota": str(gpu_quota)},
-                                ],
-                            }
-                        ],
-                    }
-                ],
-                "admissionChecksStrategy": {"admissionChecks": [{"name": n}]},
-            },
-        },
+    """Pool.setup_queue with our own controller name on the AdmissionCheck, ample cpu and memory, and no
+    wait (the ClusterQueue turns Active once the test's operator runs)."""
+    pool.setup_queue(
+        policy_spec=policy_spec,
+        gpu_quota=gpu_quota,
+        controller=controller,
+        wait=False,
+        cpu="100000",
+        memory="1000Ti",
     )
-    pool.cluster_objects += [
-        ("speculationpolicies.sovereignspec.io", n),
-        ("resourceflavors.kueue.x-k8s.io", n),
-        ("admissionchecks.kueue.x-k8s.io", n),
-        ("clusterqueues.kueue.x-k8s.io", n),
-    ]
 
 
 def wait_queue_active(pool: Pool, timeout: float = 90) -> None:
@@ -157,17 +110,28 @@ def operator(
     )
 
 
-def jobs_docs(names: Iterable[str], namespace: str, annotations: dict[str, str], gpus: int = 1) -> str:
-    """Suspended Jobs whose pods never complete (KWOK would finish them in seconds otherwise)."""
+def jobs_docs(
+    names: Iterable[str],
+    namespace: str,
+    annotations: dict[str, str],
+    gpus: int = 1,
+    *,
+    queue: str = "lq",
+    runtime_s: tuple[int, int] = (3600, 3600),
+) -> str:
+    """Suspended Jobs in LocalQueue `queue`. KWOK completes a Job's pod a uniform random time between
+    runtime_s[0] and runtime_s[1] after it is Running (the default, an hour, keeps it Running for any
+    test; KWOK's own default would finish it in seconds)."""
     from tests.e2e.pool import job
 
     docs = []
     for name in names:
         j = job(name, namespace, annotations, gpus)
+        j["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = queue
         j["spec"]["template"]["metadata"]["annotations"].update(
             {
-                "pod-complete.stage.kwok.x-k8s.io/delay": "3600s",
-                "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "3600s",
+                "pod-complete.stage.kwok.x-k8s.io/delay": f"{runtime_s[0]}s",
+                "pod-complete.stage.kwok.x-k8s.io/jitter-delay": f"{runtime_s[1]}s",
             }
         )
         docs.append(j)

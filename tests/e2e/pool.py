@@ -15,6 +15,13 @@ from kubernetes.client.exceptions import ApiException
 
 from tests.harness.cluster import LocalCluster
 from tests.harness.namespaces import create_namespace, delete_namespace
+from tests.harness.queues import (
+    admission_check,
+    cluster_queue,
+    local_queue,
+    resource_flavor,
+    speculation_policy,
+)
 from tests.harness.wait import wait_until
 
 POOL_LABEL = "e2e.sovereignspec.io/pool"
@@ -121,72 +128,38 @@ class Pool:
         policy_spec: dict[str, Any] | None = None,
         extra_checks: list[str] = (),  # type: ignore[assignment]
         gpu_quota: int = 64,
+        controller: str = CONTROLLER,
+        wait: bool = True,
+        cpu: str = "1000",
+        memory: str = "10Ti",
     ) -> None:
-        """ResourceFlavor over this pool's nodes, our AdmissionCheck + SpeculationPolicy, ClusterQueue."""
+        """ResourceFlavor over this pool's nodes, our AdmissionCheck + SpeculationPolicy, ClusterQueue.
+        `wait`: until the ClusterQueue is Active (that needs an operator answering for `controller`)."""
         n = self.name
-        spec = {"telemetry": {"window": "30s", "stalenessSeconds": 30, "cacheTtlSeconds": 1}}
-        spec.update(policy_spec or {})
         self.apply(
-            {
-                "apiVersion": "sovereignspec.io/v1alpha1",
-                "kind": "SpeculationPolicy",
-                "metadata": {"name": n},
-                "spec": spec,
-            },
-            {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "ResourceFlavor",
-                "metadata": {"name": n},
-                "spec": {"nodeLabels": {POOL_LABEL: n}},
-            },
-            {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "AdmissionCheck",
-                "metadata": {"name": n},
-                "spec": {
-                    "controllerName": CONTROLLER,
-                    "parameters": {
-                        "apiGroup": "sovereignspec.io",
-                        "kind": "SpeculationPolicy",
-                        "name": n,
-                    },
-                },
-            },
+            speculation_policy(n, policy_spec),
+            resource_flavor(n, {POOL_LABEL: n}),
+            admission_check(n, controller, n),
         )
         self.cluster_objects += [
             ("speculationpolicies.sovereignspec.io", n),
             ("resourceflavors.kueue.x-k8s.io", n),
             ("admissionchecks.kueue.x-k8s.io", n),
         ]
-        checks = [{"name": n}] + [{"name": c} for c in extra_checks]
         self.apply(
-            {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "ClusterQueue",
-                "metadata": {"name": n},
-                "spec": {
-                    "namespaceSelector": {"matchLabels": {POOL_LABEL: n}},
-                    "resourceGroups": [
-                        {
-                            "coveredResources": ["cpu", "memory", "nvidia.com/gpu"],
-                            "flavors": [
-                                {
-                                    "name": n,
-                                    "resources": [
-                                        {"name": "cpu", "nominalQuota": "1000"},
-                                        {"name": "memory", "nominalQuota": "10Ti"},
-                                        {"name": "nvidia.com/gpu", "nominalQuota": str(gpu_quota)},
-                                    ],
-                                }
-                            ],
-                        }
-                    ],
-                    "admissionChecksStrategy": {"admissionChecks": checks},
-                },
-            }
+            cluster_queue(
+                n,
+                flavor=n,
+                namespace_labels={POOL_LABEL: n},
+                gpu_quota=gpu_quota,
+                checks=[n, *extra_checks],
+                cpu=cpu,
+                memory=memory,
+            )
         )
         self.cluster_objects.append(("clusterqueues.kueue.x-k8s.io", n))
-        wait_until(self._cq_active, timeout=60, what=f"ClusterQueue {n} Active", describe=self._cq_state)
+        if wait:
+            wait_until(self._cq_active, timeout=60, what=f"ClusterQueue {n} Active", describe=self._cq_state)
 
     def _cq(self) -> dict[str, Any]:
         return client.CustomObjectsApi(self.api).get_cluster_custom_object(  # type: ignore[no-any-return]
@@ -213,14 +186,7 @@ class Pool:
             labels[OUTSIDE_KUEUE] = "true"
         ns = create_namespace(self.cluster, prefix, labels)
         self.namespaces.append(ns)
-        self.apply(
-            {
-                "apiVersion": "kueue.x-k8s.io/v1beta2",
-                "kind": "LocalQueue",
-                "metadata": {"name": "lq", "namespace": ns},
-                "spec": {"clusterQueue": self.name},
-            }
-        )
+        self.apply(local_queue("lq", ns, self.name))
         return ns
 
     def sovereignty(self, name: str, spec: dict[str, Any]) -> None:
