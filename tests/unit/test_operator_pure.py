@@ -143,3 +143,19 @@ def test_sweep_pace_keeps_the_cpu_share() -> None:
     unpaced.resume()
     cpu[0] += 5.0
     assert unpaced.delay() == 0.0
+
+
+def test_indexed_bodies_leave_out_managed_fields_and_keep_the_rest() -> None:
+    from sovereignspec.operator.handlers import _lean
+
+    body = {
+        "metadata": {"name": "w", "namespace": "ns", "uid": "u", "managedFields": [{"manager": "kueue"}]},
+        "spec": {"podSets": [{"name": "main", "count": 1}]},
+        "status": {"admissionChecks": [{"name": "c", "state": "Pending"}]},
+    }
+    lean = _lean(body)
+    assert "managedFields" not in lean["metadata"]
+    assert lean["metadata"] == {"name": "w", "namespace": "ns", "uid": "u"}
+    assert lean["spec"] == body["spec"] and lean["status"] == body["status"]
+    assert body["metadata"]["managedFields"] == [{"manager": "kueue"}]  # the event's body is not changed
+    assert _lean({"metadata": {"name": "x"}}) == {"metadata": {"name": "x"}}
