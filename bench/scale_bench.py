@@ -445,7 +445,8 @@ def run_queued(
             for ns, ws in per_ns.items():
                 half = len(ws) // 2
                 for part, ann in ((ws[:half], annotations[0]), (ws[half:], annotations[1])):
-                    docs.append(jobs_docs(part, ns, ann, queue="lqq", runtime_s=runtime))
+                    if part:
+                        docs.append(jobs_docs(part, ns, ann, queue="lqq", runtime_s=runtime))
             cluster.kubectl("create", "-f", "-", input="---\n".join(docs))
         sent += n
         burst += 1
@@ -478,16 +479,17 @@ def run_queued(
     }
     e1 = watch_events(op.metrics())
     out["events"] = {r: v - e0.get(r, 0.0) for r, v in e1.items()}
+    arm_keys = {name: sorted(keys(name)) for name in arms}  # keys() takes the watcher's lock itself
     with watcher.lock:
         for name in arms:
-            ks = sorted(keys(name))
+            ks = arm_keys[name]
             adm = [k for k in ks if k in watcher.admitted]
             out[name] = [(watcher.admitted[k] - watcher.created[k]) * 1000 for k in adm]
             out[f"{name}Server"] = [watcher.server[k] for k in adm if k in watcher.server]
             first = min(watcher.created[k] for k in ks)
             last = max(watcher.admitted[k] for k in adm) if adm else first
             out[f"{name}Rate"] = len(adm) / (last - first) if last > first else float("nan")
-        ck = sorted(keys("check"))
+        ck = arm_keys["check"]
         both = [k for k in ck if k in watcher.pending and k in watcher.answered and k in watcher.admitted]
         out["legs"] = {
             "created -> quota reserved, our entry Pending": [
