@@ -273,8 +273,12 @@ def check_invariants(pool: Pool, namespaces: list[str]) -> list[str]:
                     f"I1 {name}: node {node} is {labels.get(JURISDICTION)}, "
                     f"allowed {sorted(rule.jurisdictions)}"
                 )
-            on_node[node].add(tenant)
-            gpus[node] += int(st.get("gpus") or 0)
+            # Occupancy (isolation, GPUs per node) only for workloads still running: a Finished one's
+            # decision stays Ready, but its pods are gone (the bench's queued regime finishes Jobs).
+            conds = (w.get("status") or {}).get("conditions") or []
+            if not any(c.get("type") == "Finished" and c.get("status") == "True" for c in conds):
+                on_node[node].add(tenant)
+                gpus[node] += int(st.get("gpus") or 0)
     for node, tenants in on_node.items():
         for t in tenants:
             r = rules.get(t)
