@@ -108,18 +108,6 @@ def stretched(t0: npt.ArrayLike, g: npt.ArrayLike, u: npt.ArrayLike) -> FloatArr
     return out
 
 
-def compute_part(t_u: npt.ArrayLike, t0: npt.ArrayLike, u: npt.ArrayLike) -> FloatArray:
-    """g(T) from t_u(T), t0 and u: `stretched` inverted in g (the smaller root of its quadratic,
-    4g^2 - 4(d + t0 r)g + d^2 - t0^2 = 0 with d = 2 t_u - t0 and r = u/(1 - u))."""
-    uu = np.minimum(np.asarray(u, dtype=np.float64), U_MAX)
-    r = uu / (1.0 - uu)
-    t0a = np.asarray(t0, dtype=np.float64)
-    d = 2.0 * np.asarray(t_u, dtype=np.float64) - t0a
-    disc = np.maximum(t0a * (2.0 * d * r + t0a * (1.0 + r * r)), 0.0)
-    out: FloatArray = 0.5 * ((d + t0a * r) - np.sqrt(disc))
-    return out
-
-
 def stretched_scalar(t0: float, g: float, u: float) -> float:
     """`stretched` for one value in plain Python."""
     uu = min(u, U_MAX)
