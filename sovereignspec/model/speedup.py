@@ -1,5 +1,5 @@
-"""S_real, τ, slack, break-even slack, our compute share s, neighbour slowdown ε_j, its inverse (the
-largest share a neighbour tolerates) and the SLO margin (DESIGN.md §2): each formula once, here.
+"""S_real, τ, slack, break-even slack, Δu, neighbour slowdown ε_j, its inverse (the largest Δu a
+neighbour tolerates) and the SLO margin (DESIGN.md §2): each formula once, here.
 
 The vectorised forms are numpy ufunc-style functions that broadcast over any shape (k x batch ranges x
 nodes x neighbours); a `_scalar` form beside one computes the same number in plain Python for code that
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from sovereignspec.model.steptime import U_MAX, stretched, stretched_scalar
+from sovereignspec.model.steptime import U_MAX, stretched
 
 FloatArray = npt.NDArray[np.float64]
 Arr = npt.ArrayLike
@@ -27,8 +27,8 @@ def slack(t0: Arr, g_b: Arr, u: Arr) -> FloatArray:
 
 
 def slack_scalar(t0: float, g_b: float, u: float) -> float:
-    """`slack` for one node: t0 / t_u(B)."""
-    return t0 / stretched_scalar(t0, g_b, u)
+    """`slack` for one node: t0 / (t0 + g(B) / (1 - u))."""
+    return t0 / (t0 + g_b / (1.0 - min(u, U_MAX)))
 
 
 def step_ratio(t0: Arr, g_b: Arr, g_bk: Arr, u: Arr, k: Arr, c_d: Arr) -> FloatArray:
@@ -48,32 +48,29 @@ def break_even_slack(expected_length: Arr, k: Arr, c_d: Arr) -> FloatArray:
     return 1.0 + np.asarray(c_d) - (np.asarray(expected_length) - 1.0) / kk
 
 
-def compute_share(t0: Arr, g_b: Arr, g_bk: Arr, u: Arr, tau: Arr) -> FloatArray:
-    """s(k, B) = g(B(k+1)) / (τ·t_u(B)): the share of wall time our tensor work occupies once
-    verification runs k+1 tokens per sequence (s(0, B) = g(B) / t_u(B), our share running plain)."""
-    return np.asarray(g_bk) / (np.asarray(tau) * stretched(t0, g_b, u))
+def load_increase(t0: Arr, g_b: Arr, g_bk: Arr, u: Arr, tau: Arr) -> FloatArray:
+    """Δu(k, B) = g(B(k+1)) / (τ·t_u(B)) - g(B) / t_u(B): the extra share of wall time our tensor work
+    occupies once verification runs k+1 tokens per sequence."""
+    t_ub = stretched(t0, g_b, u)
+    return np.asarray(g_bk) / (np.asarray(tau) * t_ub) - np.asarray(g_b) / t_ub
 
 
-def neighbour_slowdown(sigma_j: Arr, share: Arr, u_others: Arr) -> FloatArray:
-    """ε_j = (1 - sigma_j)·s / (1 - o_j - s) if o_j + s < 1, else ∞: how much longer neighbour j's
-    step gets, against today, once our compute share is s. o_j is the load of the GPU's tenants other
-    than j and us, sigma_j j's slack today: j's compute part t_j(1 - sigma_j) is stretched by
-    (1 - o_j)/(1 - o_j - s) (docs/decision.md, "Budget, estimation and the neighbour model")."""
-    s_a = np.asarray(share, dtype=np.float64)
-    head = 1.0 - np.minimum(np.asarray(u_others, dtype=np.float64), U_MAX) - s_a
+def neighbour_slowdown(sigma_j: Arr, du: Arr, u_total: Arr) -> FloatArray:
+    """ε_j = (1 - sigma_j)·Δu / (1 - u_total - Δu) if u_total + Δu < 1, else ∞."""
+    du_a = np.asarray(du, dtype=np.float64)
+    head = 1.0 - np.minimum(np.asarray(u_total, dtype=np.float64), U_MAX) - du_a
     with np.errstate(divide="ignore", invalid="ignore"):
-        eps = (1.0 - np.asarray(sigma_j)) * s_a / head
+        eps = (1.0 - np.asarray(sigma_j)) * du_a / head
     return np.where(head > 0, np.maximum(eps, 0.0), np.inf)
 
 
-def max_compute_share(sigma_j: FloatArray, thr_j: FloatArray, u_j: FloatArray) -> FloatArray:
-    """Largest compute share of ours that keeps every neighbour j within its budget thr_j =
-    m_j(1 - safety), per node (rows of the [N, J] inputs; u_j: the load of j's other tenants):
-    `neighbour_slowdown` solved for the share s.
+def max_load_increase(sigma_j: FloatArray, thr_j: FloatArray, u_j: FloatArray) -> FloatArray:
+    """Largest Δu that keeps every neighbour j within its budget thr_j = m_j(1 - safety), per node
+    (rows of the [N, J] inputs): `neighbour_slowdown` solved for Δu.
 
-    eps_j(s) = (1 - sigma_j)·max(s, 0) / (1 - u_j - s) is increasing in s, so eps_j <= thr_j
-    is s <= D_j with D_j = thr_j·(1 - u_j) / (1 - sigma_j + thr_j) (and s < 1 - u_j, the GPU not
-    saturating); thr_j < 0 (already over its SLO) allows no share at all (-inf), thr_j = inf
+    eps_j(Δu) = (1 - sigma_j)·max(Δu, 0) / (1 - u_j - Δu) is increasing in Δu, so eps_j <= thr_j
+    is Δu <= D_j with D_j = thr_j·(1 - u_j) / (1 - sigma_j + thr_j) (and Δu < 1 - u_j, the GPU not
+    saturating); thr_j < 0 (already over its SLO) allows no increase at all (-inf), thr_j = inf
     (not SLO-bound) any. Reducing over j turns a [N, J, R, K] check into one [N, R, K] comparison.
     """
     room = 1.0 - np.minimum(u_j, U_MAX)

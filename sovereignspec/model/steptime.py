@@ -8,7 +8,6 @@ accept numpy arrays of token counts.
 
 from __future__ import annotations
 
-import math
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
@@ -88,27 +87,6 @@ class StepCurve:
 
 
 def stretched(t0: npt.ArrayLike, g: npt.ArrayLike, u: npt.ArrayLike) -> FloatArray:
-    """t_u(T): our step time next to other tenants whose compute load, measured without us, is u.
-
-    Compute is shared in proportion to demand (MPS-like, the default sharing of the evidence suite):
-    the others' share shrinks as ours grows. Others that spend a share u of their wall time in compute
-    alone keep u' = u(1 - s) / ((1 - u)(1 - s) + u) of it next to our share s = g(T) / t_u(T), and
-    t_u = t0 + g / (1 - u'). That fixed point has the closed form
-
-        t_u(T) = g + t0/2 + sqrt(t0^2 + 4·t0·g·u/(1 - u)) / 2
-
-    (t0 + g at u = 0; growing without bound as u → 1). DESIGN.md's first form, t0 + g/(1 - u), holds
-    the others' share fixed while ours grows and is pessimistic under such sharing (docs/decision.md,
-    "Budget, estimation and the neighbour model").
-    """
+    """t_u(T) = t0 + g(T) / (1 - u): other tenants' load stretches only the compute part."""
     uu = np.minimum(np.asarray(u, dtype=np.float64), U_MAX)
-    t0a = np.asarray(t0, dtype=np.float64)
-    ga = np.asarray(g, dtype=np.float64)
-    out: FloatArray = ga + 0.5 * t0a + 0.5 * np.sqrt(t0a * t0a + 4.0 * t0a * ga * uu / (1.0 - uu))
-    return out
-
-
-def stretched_scalar(t0: float, g: float, u: float) -> float:
-    """`stretched` for one value in plain Python."""
-    uu = min(u, U_MAX)
-    return g + 0.5 * t0 + 0.5 * math.sqrt(t0 * t0 + 4.0 * t0 * g * uu / (1.0 - uu))
+    return np.asarray(t0, dtype=np.float64) + np.asarray(g, dtype=np.float64) / (1.0 - uu)

@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from sovereignspec.api.speculation_decision import Reason
-from sovereignspec.model.speedup import compute_share, real_speedup, slack, step_ratio
+from sovereignspec.model.speedup import load_increase, real_speedup, slack, step_ratio
 from sovereignspec.model.steptime import StepCurve, stretched
 from sovereignspec.policy.conditions import neighbour_slo, self_benefit
 from sovereignspec.policy.node_state import NodeInput
@@ -133,8 +133,8 @@ class Tables:
     """Per group g, range r (+1 column at the expected batch) and budget k: what a node's k* is read from."""
 
     s_real: FloatArray  # [G, R+1, K+1]
-    du: FloatArray  # [G, R+1, K+1] our conservative compute share s(k, B)
-    reach: FloatArray  # [G, R+1, K+1] max of the share over budgets 0..k (NaN from a NaN on)
+    du: FloatArray  # [G, R+1, K+1] conservative Δu
+    reach: FloatArray  # [G, R+1, K+1] max of Δu over budgets 0..k (NaN from a NaN on)
     best: IntArray  # [G, R+1, K+1] best budget among 0..k passing self-benefit (k = 0 scores 1)
     step: FloatArray  # [G] t_u(B) at the expected batch, plain
     slack: FloatArray  # [G] sigma(B) = t0 / t_u(B) at the expected batch
@@ -152,7 +152,7 @@ class Evaluation:
     k_star_self: IntArray  # [N, R] ignoring neighbours (to tell "no gain" from "neighbour SLO")
     speedup_expected: FloatArray  # [N]
     slack_expected: FloatArray  # [N]
-    load_increase_expected: FloatArray  # [N] our compute share at the expected batch with its range's k*
+    load_increase_expected: FloatArray  # [N] Δu at the expected batch with its range's k*
     speedup_by_k: FloatArray  # [N, K+1] S_real at the expected batch for every k (for the record)
     step_expected: FloatArray  # [N] t_u(B) at the expected batch, plain (for placement Throughput)
 
@@ -194,10 +194,10 @@ def tables(
     c_d = groups.c_d[:, None, None]
     tau = step_ratio(t0, g_b, g_bk, u, ks[None, None, :], c_d)
     s_real = real_speedup(expected_length[None, None, :], tau)
-    # Our compute share, conservatively: at the observed load u, but never below the share on an
+    # Conservative load increase: DESIGN's Δu at the observed load u, but never below Δu on an
     # otherwise idle GPU (other tenants' load can drop at any moment, which raises our share).
     tau0 = step_ratio(t0, g_b, g_bk, 0.0, ks[None, None, :], c_d)
-    du = np.maximum(compute_share(t0, g_b, g_bk, u, tau), compute_share(t0, g_b, g_bk, 0.0, tau0))
+    du = np.maximum(load_increase(t0, g_b, g_bk, u, tau), load_increase(t0, g_b, g_bk, 0.0, tau0))
     # best[.., k] = argmax over budgets 0..k of S_real where it passes self-benefit, k = 0 at 1 (first
     # index on ties, and at the first NaN, as np.argmax): a budget becomes the best where it beats all
     # before it, and the best is the last budget that did.

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from sovereignspec.model.speedup import max_compute_share
+from sovereignspec.model.speedup import max_load_increase
 from sovereignspec.policy.node_state import Neighbours
 
 FloatArray = npt.NDArray[np.float64]
@@ -51,7 +51,7 @@ def neighbour_bounds(neighbours: Sequence[Neighbours], safety: float) -> FloatAr
     cols_j = np.arange(rows_j.size) - np.repeat(np.cumsum(lens) - lens, lens)
     flat = [x for nb in neighbours for x in nb.items]
     sigma_j[rows_j, cols_j] = [x.sigma for x in flat]
-    u_j[rows_j, cols_j] = [x.u_others for x in flat]
+    u_j[rows_j, cols_j] = [x.u_total for x in flat]
     margin = np.asarray([np.nan if x.margin is None else x.margin for x in flat], dtype=np.float64)
     thr_j[rows_j, cols_j] = np.where(np.isnan(margin), np.inf, margin * (1.0 - safety))
-    return max_compute_share(sigma_j, thr_j, u_j)
+    return max_load_increase(sigma_j, thr_j, u_j)

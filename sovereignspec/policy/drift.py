@@ -19,11 +19,9 @@ workload's pods (`others_load`):
 - when no other pod is attributed to the GPU (a whole GPU, or a time-sliced one it has alone) the
   whole measured load is the workload's own: `u = 0`;
 - when other pods share it, the workload's own share is subtracted with the decision core's model:
-  its engine occupies `s(u) = g(B(k+1)) / (t_u(B(k+1)) + k·c_d·t_u(B))` of wall time (the compute
-  share the neighbour condition bounds), with B its live `num_requests_running` and k its admitted
-  budget at B, and the others, sharing compute in proportion to demand, keep
-  `u' = u(1-s)/((1-u)(1-s)+u)` of their load u (`model.steptime.stretched`); `u` solves
-  `measured = u' + s(u)` (monotone in u: bisection). Without a profile or an engine
+  its engine occupies `s(u) = g(B(k+1)) / (t_u(B(k+1)) + k·c_d·t_u(B))` of wall time (the tensor
+  share behind DESIGN's Δu), with B its live `num_requests_running` and k its admitted budget at B,
+  and `u` solves `measured = u + s(u)` (monotone in u: bisection). Without a profile or an engine
   sample nothing is subtracted (the old, conservative reading).
 A larger budget counts as drift only when its predicted S_real beats the admitted one by more than
 minGain (a restart costs minutes of tokens); a smaller one, or on/off, always counts (the admitted
@@ -45,7 +43,7 @@ from sovereignspec.api.speculation_decision import SpeculationDecision, Speculat
 from sovereignspec.api.speculation_policy import SpeculationPolicySpec
 from sovereignspec.model.cluster import ClusterSnapshot, NodeInfo, PodInfo
 from sovereignspec.model.profiles import profile_book
-from sovereignspec.model.steptime import U_MAX, StepCurve, stretched_scalar
+from sovereignspec.model.steptime import U_MAX, StepCurve
 from sovereignspec.model.telemetry import EngineSample, GpuSample
 from sovereignspec.model.workload import WorkloadInfo
 from sovereignspec.policy.cache.index import index_of
@@ -89,26 +87,18 @@ def own_share(curve: StepCurve, c_d: float, batch: float, k: int, u: float) -> f
     """Fraction of wall time the engine's tensor work occupies at batch B, budget k, others' load u."""
     uu = min(max(u, 0.0), U_MAX)
     g_b, g_bk = curve.t_scalar(batch) - curve.t0, curve.t_scalar(batch * (k + 1)) - curve.t0
-    t_b = stretched_scalar(curve.t0, g_b, uu)
-    t_bk = stretched_scalar(curve.t0, g_bk, uu)
+    t_b = curve.t0 + g_b / (1.0 - uu)
+    t_bk = curve.t0 + g_bk / (1.0 - uu)
     return g_bk / (t_bk + k * c_d * t_b)
 
 
-def _measured(u: float, shares: list[tuple[StepCurve, float, float, int]]) -> float:
-    """The GPU's tensor-active with the own engines at their shares next to others of load u: the
-    others keep u(1 - s)/((1 - u)(1 - s) + u) of it next to the own share s."""
-    own = min(sum(own_share(c, cd, b, k, u) for c, cd, b, k in shares), 1.0)
-    kept = u * (1.0 - own) / ((1.0 - u) * (1.0 - own) + u) if u > 0 else 0.0
-    return kept + own
-
-
 def others_load(measured: float, shares: list[tuple[StepCurve, float, float, int]]) -> float:
-    """u with `measured = _measured(u, shares)` (bisection; never above measured)."""
+    """u with `measured = u + sum of the own engines' shares at u` (bisection; never above measured)."""
     if not shares:
         return measured
 
     def total(u: float) -> float:
-        return _measured(u, shares)
+        return u + sum(own_share(c, cd, b, k, u) for c, cd, b, k in shares)
 
     if total(0.0) >= measured:
         return 0.0

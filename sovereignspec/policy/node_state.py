@@ -61,9 +61,7 @@ class NeighbourInput:
     pod: str
     sigma: float
     margin: float | None  # None: not SLO-bound (no engine, no SLO claim): not constrained
-    u_others: float
-    """Load of the tenants of j's GPU other than j (and us): 0 when j is alone there, else, not knowing
-    j's own share, the GPU's whole load."""
+    u_total: float
 
 
 @dataclass(frozen=True, eq=False)
@@ -94,8 +92,8 @@ class Neighbours:
         return np.asarray([np.nan if nb.margin is None else nb.margin for nb in self.items], dtype=np.float64)
 
     @cached_property
-    def u_others(self) -> FloatArray:
-        return np.asarray([nb.u_others for nb in self.items], dtype=np.float64)
+    def u_total(self) -> FloatArray:
+        return np.asarray([nb.u_total for nb in self.items], dtype=np.float64)
 
 
 def _is_own(nb: NeighbourInput, namespace: str, name: str) -> bool:
@@ -163,9 +161,9 @@ def unattributed_gpu_pods(
     ]
 
 
-def neighbour_sigma(curve: StepCurve, running: float, u_others: float) -> float:
-    """A neighbour's slack from its curve, its running sequences and its GPU's other tenants' load."""
-    return slack_scalar(curve.t0, curve.t_scalar(max(running, 1.0)) - curve.t0, u_others)
+def neighbour_sigma(curve: StepCurve, running: float, u_total: float) -> float:
+    """A neighbour's slack from its curve, its running sequences and its GPU's load."""
+    return slack_scalar(curve.t0, curve.t_scalar(max(running, 1.0)) - curve.t0, u_total)
 
 
 class NodeView(NamedTuple):
@@ -178,36 +176,6 @@ class NodeView(NamedTuple):
     """The pods bound to the node."""
     pod_by_key: Mapping[tuple[str, str], PodInfo]
     engine_by_pod: Mapping[tuple[str, str], EngineSample]
-
-
-def _others_load(
-    view: NodeView,
-    gpus: Sequence[GpuSample],
-    weight: Callable[[tuple[str, str]], float | None],
-) -> dict[tuple[str, str], tuple[float, float]]:
-    """Each pod on the GPUs `gpus`: (the load of its GPU's other tenants, its own share), the highest
-    over the GPUs it is on. A GPU's tensor-active is split among its pods in proportion to `weight`
-    (each engine's compute fraction by its profile; None when unknown); a pod alone on its GPU has it
-    all. When a weight is unknown, or a pod may sit there unseen (an unattributed pod), every pod's
-    others get the GPU's whole load and its own share counts as 0."""
-    unattributed = unattributed_gpu_pods(view.node, view.samples, view.pods) if gpus else []
-    seen: dict[tuple[str, str], tuple[float, float]] = {}
-    for g in gpus:
-        u_g = float(g.tensor_active or 0.0)
-        keys = [(p.namespace, p.name) for p in g.pods]
-        ws = [weight(k) for k in keys]
-        total = sum(w for w in ws if w is not None)
-        alone = len(keys) == 1 and not unattributed
-        split = not unattributed and total > 0 and all(w is not None for w in ws)
-        for key, w in zip(keys, ws, strict=True):
-            own = u_g if alone else u_g * w / total if split and w is not None else 0.0
-            o, s = seen.get(key, (0.0, 0.0))
-            seen[key] = (max(o, u_g - own), max(s, own))
-    if unattributed:
-        u_shared = max(float(g.tensor_active or 0.0) for g in gpus)
-        for key in unattributed:
-            seen[key] = (max(seen.get(key, (0.0, 0.0))[0], u_shared), 0.0)
-    return seen
 
 
 def claims_of(pod: PodInfo | None) -> Mapping[str, str]:
@@ -226,43 +194,42 @@ def neighbour_inputs(
     slo_ms: Callable[[str, str | None, float], float],
     sigma_of: Callable[[AcceleratorProfile, float, float], float],
 ) -> list[NeighbourInput]:
-    """The engines on the node's GPUs `gpus`, with their SLO margin (`slo_ms`: its tenant-clamped SLO
-    claim), the load of their GPU's other tenants (`_others_load`) and their slack: the model's
-    (`sigma_of`: by its profile's curve, its running sequences and the others' load; `neighbour_sigma`),
-    at most what its measured share of the GPU's load says (1 - own share / (1 - others' load))."""
-    product = gpu_product(view.node, gpus)
-
-    def profile(key: tuple[str, str]) -> tuple[AcceleratorProfile, float] | None:
-        pod, engine = view.pod_by_key.get(key), view.engine_by_pod.get(key)
-        if engine is None or engine.running is None:
-            return None
-        prof = book.find(product, claims_of(pod).get(TARGET_KEY))
-        return None if prof is None else (prof, engine.running)
-
-    def weight(key: tuple[str, str]) -> float | None:
-        got = profile(key)
-        return None if got is None else 1.0 - sigma_of(got[0], got[1], 0.0)
-
+    """The engines on the node's GPUs `gpus`, each at the highest load of the GPUs it is seen on, with
+    its SLO margin (`slo_ms`: its tenant-clamped SLO claim) and its slack (`sigma_of`: by its profile's
+    curve, its running sequences and its load; `neighbour_sigma`)."""
+    seen: dict[tuple[str, str], float] = {}
+    for g in gpus:
+        for p in g.pods:
+            key = (p.namespace, p.name)
+            seen[key] = max(seen.get(key, 0.0), float(g.tensor_active or 0.0))
+    unattributed = unattributed_gpu_pods(view.node, view.samples, view.pods) if gpus else []
+    if unattributed:
+        u_shared = max(float(g.tensor_active or 0.0) for g in gpus)
+        for key in unattributed:
+            seen[key] = max(seen.get(key, 0.0), u_shared)
     out = []
+    product = gpu_product(view.node, gpus)
     default_slo, unknown_sigma = policy.default_tpot_slo_ms, policy.unknown_neighbour_slack
     unknown_margin = policy.unknown_neighbour_margin
-    for key, (u_others, own) in sorted(_others_load(view, gpus, weight).items()):
+    for key, u_tot in sorted(seen.items()):
         pod = view.pod_by_key.get(key)
+        ann = claims_of(pod)
         engine = view.engine_by_pod.get(key)
-        raw_slo = claims_of(pod).get(SLO_KEY)
+        raw_slo = ann.get(SLO_KEY)
+        ns = key[0]
         margin: float | None
         if engine is not None and engine.tpot_seconds is not None:
-            margin = slo_margin_scalar(slo_ms(key[0], raw_slo, default_slo) / 1000.0, engine.tpot_seconds)
+            margin = slo_margin_scalar(slo_ms(ns, raw_slo, default_slo) / 1000.0, engine.tpot_seconds)
         elif engine is not None or raw_slo is not None:
             margin = unknown_margin  # SLO-bound, TPOT not measured: the policy's assumption
         else:
             margin = None
-        got = profile(key)
-        sigma = unknown_sigma if got is None else sigma_of(got[0], got[1], u_others)
-        if own > 0:
-            sigma = min(sigma, max(0.0, 1.0 - own / max(1.0 - u_others, 1e-6)))
-        nb = NeighbourInput(namespace=key[0], pod=key[1], sigma=sigma, margin=margin, u_others=u_others)
-        out.append(nb)
+        sigma = unknown_sigma
+        if engine is not None and engine.running is not None:
+            prof = book.find(product, ann.get(TARGET_KEY))
+            if prof is not None:
+                sigma = sigma_of(prof, engine.running, u_tot)
+        out.append(NeighbourInput(namespace=ns, pod=key[1], sigma=sigma, margin=margin, u_total=u_tot))
     return out
 
 

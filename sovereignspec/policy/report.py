@@ -36,7 +36,7 @@ def neighbour_impacts(
     if ev is not None and options.evaluated(c):
         i = int(options.at[c])
         nbs = options.neighbours(c)
-        slowdown = neighbour_slowdown(nbs.sigma, ev.load_increase_expected[i], nbs.u_others)
+        slowdown = neighbour_slowdown(nbs.sigma, ev.load_increase_expected[i], nbs.u_total)
         out = []
         for j, nb in enumerate(nbs.items):
             slow = float(slowdown[j]) if budget.enabled else 0.0

@@ -3,8 +3,7 @@
 The grouped evaluation (one S_real table per distinct (curve, c_d, u), a per-node load bound, k* read
 from a prefix table) picks exactly what a plain per-node evaluation picks.
 
-The reference below evaluates one node at a time the way DESIGN.md §2 reads: τ, S_real and our compute
-share s over
+The reference below evaluates one node at a time the way DESIGN.md §2 reads: τ, S_real and Δu over
 ranges x budgets, a budget k passing the neighbour check only if every smaller one does, then the
 argmax of S_real over the budgets passing both conditions (ties: smaller k; k = 0 always, at 1).
 """
@@ -17,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sovereignspec.model.acceptance import expected_lengths, iid_curve
-from sovereignspec.model.speedup import compute_share, max_compute_share, neighbour_slowdown, step_ratio
+from sovereignspec.model.speedup import load_increase, max_load_increase, neighbour_slowdown, step_ratio
 from sovereignspec.model.steptime import StepCurve, stretched
 from sovereignspec.policy.budget import batch_ranges, merge_schedule, range_index, speculative_config
 from sovereignspec.policy.node_state import NeighbourInput, Neighbours, NodeInput
@@ -27,7 +26,7 @@ CURVES = [
     StepCurve.from_points([(0, 0.006), (4096, 0.14)]),
     StepCurve.from_points([(0, 0.012), (512, 0.02), (8192, 0.4)]),
     StepCurve.from_points([(0, 0.004), (1, 0.004)]),  # g = 0: slack 1 everywhere
-    StepCurve.from_points([(0, 0.006), (64, 0.05), (8192, 0.06)]),  # concave: the share can fall as k grows
+    StepCurve.from_points([(0, 0.006), (64, 0.05), (8192, 0.06)]),  # concave: Δu can fall as k grows
 ]
 LOADS = [0.0, 0.2, 0.5, 0.9, 0.999, 1.0]
 
@@ -38,7 +37,7 @@ Row = npt.NDArray[np.float64]
 def _plain(
     nd: NodeInput, el: Row, ends: list[int], batch: int, e_range: int, gain: float, safety: float
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], float, float, float, Row]:
-    """One node, no sharing: (k*, k* ignoring neighbours, S_real, slack, our share at the expected batch)."""
+    """One node, no sharing: (k*, k* ignoring neighbours, S_real, slack, Δu at the expected batch)."""
     ks = np.arange(el.size, dtype=np.float64)
     b = np.asarray([*ends, batch], dtype=np.float64)
     c = nd.curve
@@ -47,14 +46,14 @@ def _plain(
     s = el[None, :] / tau
     self_ok = s >= 1.0 + gain
     du = np.maximum(
-        compute_share(c.t0, g_b, g_bk, nd.u, tau),
-        compute_share(c.t0, g_b, g_bk, 0.0, step_ratio(c.t0, g_b, g_bk, 0.0, ks[None, :], nd.c_d)),
+        load_increase(c.t0, g_b, g_bk, nd.u, tau),
+        load_increase(c.t0, g_b, g_bk, 0.0, step_ratio(c.t0, g_b, g_bk, 0.0, ks[None, :], nd.c_d)),
     )
     nbs = nd.neighbours
     nb_ok = np.ones_like(self_ok)
     if nbs.items:
         thr = np.where(np.isnan(nbs.margin), np.inf, nbs.margin * (1.0 - safety))
-        bound = max_compute_share(nbs.sigma[None, :], thr[None, :], nbs.u_others[None, :])[0]
+        bound = max_load_increase(nbs.sigma[None, :], thr[None, :], nbs.u_total[None, :])[0]
         nb_ok = np.logical_and.accumulate(du <= bound, axis=1)
 
     def pick(valid: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
@@ -122,10 +121,9 @@ def test_grouped_evaluation_equals_plain_per_node(
         assert ev.speedup_expected[i] == s_e
         assert ev.slack_expected[i] == slack
         assert ev.speedup_by_k[i].tolist() == s_by_k.tolist()
-        if nd.neighbours.items:  # the recorded slowdowns, from the same share
-            nbs = nd.neighbours
-            want = neighbour_slowdown(nbs.sigma, du_e, nbs.u_others)
-            got = neighbour_slowdown(nbs.sigma, ev.load_increase_expected[i], nbs.u_others)
+        if nd.neighbours.items:  # the recorded slowdowns, from the same Δu
+            want = neighbour_slowdown(nd.neighbours.sigma, du_e, nd.neighbours.u_total)
+            got = neighbour_slowdown(nd.neighbours.sigma, ev.load_increase_expected[i], nd.neighbours.u_total)
             assert got.tolist() == want.tolist()
 
 

@@ -1,5 +1,5 @@
 """The paper's two admission conditions on a draft budget, by name (DESIGN.md §2): `self_benefit`
-(S_real ≥ 1 + minGain) and `neighbour_slo` (our compute share within what every co-located engine's SLO
+(S_real ≥ 1 + minGain) and `neighbour_slo` (our load increase within what every co-located engine's SLO
 margin tolerates, `neighbour_bounds`). How they pick k* per range is in test_budget.py."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from sovereignspec.policy.node_state import NO_NEIGHBOURS, NeighbourInput, Neigh
 
 
 def _one(margin: float | None, sigma: float = 0.5, u: float = 0.2) -> Neighbours:
-    return Neighbours.of([NeighbourInput("ns", "p", sigma=sigma, margin=margin, u_others=u)])
+    return Neighbours.of([NeighbourInput("ns", "p", sigma=sigma, margin=margin, u_total=u)])
 
 
 def test_self_benefit_needs_the_minimum_gain() -> None:
@@ -54,7 +54,7 @@ def test_neighbour_slo_compares_every_budget_of_a_node_with_its_bound() -> None:
 def test_at_the_bound_the_neighbour_slows_down_by_exactly_its_allowance(
     margin: float, sigma: float, u: float, safety: float
 ) -> None:
-    """neighbour_bounds inverts the slowdown formula: at share = bound, ε_j = m_j(1 - safety)."""
+    """neighbour_bounds inverts the slowdown formula: at Δu = bound, ε_j = m_j(1 - safety)."""
     (bound,) = neighbour_bounds([_one(margin, sigma, u)], safety)
     eps = float(neighbour_slowdown(sigma, bound, u))
     assert eps == pytest.approx(margin * (1.0 - safety), rel=1e-6, abs=1e-9)

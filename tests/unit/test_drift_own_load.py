@@ -56,9 +56,7 @@ def _workload() -> WorkloadInfo:
     )
 
 
-def _snapshot(
-    running: bool, tensor: float, neighbour: bool = False, nb_slo_ms: str = "1000"
-) -> ClusterSnapshot:
+def _snapshot(running: bool, tensor: float, neighbour: bool = False) -> ClusterSnapshot:
     """One H100 node (2 time-slicing replicas); `running`: the workload's pod is there."""
     node = NodeInfo(
         name="n1",
@@ -80,7 +78,7 @@ def _snapshot(
     if neighbour:
         pods.append(
             PodInfo(namespace="shop", name="nb", node="n1", phase="Running", gpu_request=1,
-                    annotations={meta.ANNOTATION_TPOT_SLO_MS: nb_slo_ms})
+                    annotations={meta.ANNOTATION_TPOT_SLO_MS: "1000"})
         )  # fmt: skip
         refs.append(PodRef(namespace="shop", name="nb"))
         engines.append(EngineSample(namespace="shop", pod="nb", tpot_seconds=0.03, running=8))
@@ -130,21 +128,14 @@ def test_own_load_alone_on_its_gpu_is_not_drift() -> None:
 
 def test_real_load_of_others_still_drifts() -> None:
     wl, record = _admitted()
-    # A compute-heavy neighbour 10 % below its SLO arrived: our verification would push it over.
-    snap = _snapshot(running=True, tensor=0.97, neighbour=True, nb_slo_ms="33")
-    result = evaluate_drift(wl, "ss", record, snap, NOW)
-    assert result is not None and result.drifted
-    # The same load from a neighbour with room in its SLO: compute is shared in proportion to demand,
-    # so verification still pays (k = 1 gains 10-12 % there in the ground truth, docs/decision.md).
-    calm = evaluate_drift(wl, "ss", record, _snapshot(running=True, tensor=0.97, neighbour=True), NOW)
-    assert calm is not None and not calm.drifted
+    result = evaluate_drift(wl, "ss", record, _snapshot(running=True, tensor=0.97, neighbour=True), NOW)
+    assert result is not None and result.drifted  # a saturating neighbour arrived: less slack, for real
 
 
 def test_others_load_inverts_the_own_share() -> None:
     curve = StepCurve.from_profile(next(p for p in DEFAULT_PROFILES if p.product == H100))
     for others, b, k in ((0.0, 8, 3), (0.3, 64, 2), (0.6, 128, 0), (0.9, 32, 1)):
-        s = own_share(curve, 0.15, b, k, others)
-        measured = s + others * (1 - s) / ((1 - others) * (1 - s) + others)
+        measured = others + own_share(curve, 0.15, b, k, others)
         assert others_load(measured, [(curve, 0.15, b, k)]) == pytest.approx(others, abs=1e-6)
     assert others_load(0.5, []) == 0.5
     assert others_load(0.01, [(curve, 0.15, 256, 3)]) == 0.0  # never below zero
@@ -159,8 +150,7 @@ def test_first_sweep_writes_nothing_while_the_verdict_is_admission() -> None:
     stable = evaluate_drift(wl, "ss", record, _snapshot(running=True, tensor=0.6), NOW)
     assert stable is not None and not stable.drifted
     assert drift_condition(initial, stable, 1, NOW) is None  # nothing to write: one write less
-    busy = _snapshot(running=True, tensor=0.97, neighbour=True, nb_slo_ms="33")
-    drifted = evaluate_drift(wl, "ss", record, busy, NOW)
+    drifted = evaluate_drift(wl, "ss", record, _snapshot(running=True, tensor=0.97, neighbour=True), NOW)
     assert drifted is not None and drifted.drifted
     cond = drift_condition(initial, drifted, 1, NOW)
     assert cond is not None and cond["status"] == "True"

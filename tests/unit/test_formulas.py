@@ -22,7 +22,7 @@ from sovereignspec.model.beta import beta_cdf, beta_quantile
 from sovereignspec.model.profiles import DEFAULT_PROFILES, ProfileBook, normalize_product
 from sovereignspec.model.speedup import (
     break_even_slack,
-    compute_share,
+    load_increase,
     neighbour_slowdown,
     real_speedup,
     slack,
@@ -112,17 +112,8 @@ def test_step_curve_table_and_roofline() -> None:
 
 
 def test_stretch_slack_tau_speedup_break_even() -> None:
-    # proportional sharing: g + t0/2 + sqrt(t0^2 + 4·t0·g·u/(1-u))/2 = 0.015 + sqrt(5e-4)/2
-    t_u = float(stretched(0.01, 0.01, 0.5))
-    assert t_u == pytest.approx(0.015 + math.sqrt(5e-4) / 2)
-    assert float(slack(0.01, 0.01, 0.5)) == pytest.approx(0.01 / t_u)
-    # it is the fixed point: the others keep u' = u(1-s)/((1-u)(1-s)+u) of their share next to ours,
-    # s = g/t_u, and t_u = t0 + g/(1-u'); between t0 + g (u = 0) and DESIGN's first form t0 + g/(1-u)
-    s_ours = 0.01 / t_u
-    u_left = 0.5 * (1 - s_ours) / (0.5 * (1 - s_ours) + 0.5)
-    assert t_u == pytest.approx(0.01 + 0.01 / (1 - u_left))
-    assert 0.02 < t_u < 0.03
-    assert float(stretched(0.01, 0.01, 0.0)) == pytest.approx(0.02)
+    assert float(stretched(0.01, 0.01, 0.5)) == pytest.approx(0.03)  # t0 + g/(1-u)
+    assert float(slack(0.01, 0.01, 0.5)) == pytest.approx(1 / 3)
     # linear g = 0.001·T, t0 = 0.01, B = 2, k = 3, c_d = 0.02, u = 0:
     # t(2) = 0.012, t(8) = 0.018 → τ = 1.5 + 0.06 = 1.56; first order: 1 + 3(1 - 0.8333) + 0.06 = 1.56
     tau = float(step_ratio(0.01, 0.002, 0.008, 0.0, 3, 0.02))
@@ -138,11 +129,11 @@ def test_stretch_slack_tau_speedup_break_even() -> None:
     assert float(real_speedup(1.8, tau_be)) == pytest.approx(1.0)
 
 
-def test_compute_share_slowdown_margin() -> None:
-    # s = g(B(k+1)) / (τ·t(B)) = 0.008/(1.56·0.012); plain (k = 0, τ = 1): g(B)/t(B)
-    share = float(compute_share(0.01, 0.002, 0.008, 0.0, 1.56))
-    assert share == pytest.approx(0.008 / (1.56 * 0.012))
-    assert float(compute_share(0.01, 0.002, 0.002, 0.0, 1.0)) == pytest.approx(0.002 / 0.012)
+def test_load_increase_slowdown_margin() -> None:
+    # Δu = 0.008/(1.56·0.012) - 0.002/0.012 = 0.427350 - 0.166667
+    du = float(load_increase(0.01, 0.002, 0.008, 0.0, 1.56))
+    assert du == pytest.approx(0.008 / (1.56 * 0.012) - 0.002 / 0.012)
+    assert du == pytest.approx(0.260684, abs=1e-6)
     # ε = (1 - 0.5)·0.1 / (1 - 0.4 - 0.1) = 0.1; infinite when the GPU would saturate
     assert float(neighbour_slowdown(0.5, 0.1, 0.4)) == pytest.approx(0.1)
     assert math.isinf(float(neighbour_slowdown(0.5, 0.1, 0.95)))

@@ -7,7 +7,6 @@ import random
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -17,7 +16,7 @@ from sovereignspec.api.speculation_policy import Roofline, SpeculationPolicySpec
 from sovereignspec.model.acceptance import expected_lengths, iid_curve
 from sovereignspec.model.cluster import ClusterSnapshot, FlavorInfo, NamespaceInfo, NodeInfo, PodInfo
 from sovereignspec.model.speedup import real_speedup, step_ratio
-from sovereignspec.model.steptime import StepCurve, stretched
+from sovereignspec.model.steptime import StepCurve
 from sovereignspec.model.telemetry import (
     AcceptanceSample,
     EngineSample,
@@ -26,8 +25,7 @@ from sovereignspec.model.telemetry import (
     TelemetrySnapshot,
 )
 from sovereignspec.model.workload import CheckEntry, PodSetAssignment, PodSetInfo, WorkloadInfo
-from sovereignspec.policy.budget import Groups, batch_ranges, merge_schedule, tables
-from sovereignspec.policy.conditions import neighbour_bounds, neighbour_slo
+from sovereignspec.policy.budget import batch_ranges, merge_schedule
 from sovereignspec.policy.decide import decide
 from sovereignspec.policy.decision import Decision
 from sovereignspec.policy.node_state import NeighbourInput, Neighbours, NodeInput
@@ -50,27 +48,10 @@ rooflines = st.tuples(
 @FAST
 @given(rooflines, st.floats(0.0, 0.95), st.floats(0.0, 0.5), st.integers(1, 16), st.integers(1, 1024))
 def test_speedup_below_one_as_slack_vanishes(r: Roofline, alpha: float, c_d: float, k: int, b: int) -> None:
-    """Slack → 0 by our own compute (t0 ≪ g(B) on a GPU to ourselves): every k ≥ 1 loses. (Under
-    others' load the GPU is shared in proportion to demand, so verification takes part of its compute
-    from them: that is the neighbour condition's to price, not self-benefit's.)"""
-    base = StepCurve.from_roofline(r)
-    c = StepCurve.from_points([(0, base.t0 * 1e-6), (1, base.t0 * 1e-6 + float(base.g(1)))])
+    c = StepCurve.from_roofline(r)
     el = expected_lengths(iid_curve(alpha, k))[k]
-    tau = step_ratio(c.t0, c.g(b), c.g(b * (k + 1)), 0.0, k, c_d)
+    tau = step_ratio(c.t0, c.g(b), c.g(b * (k + 1)), 1.0, k, c_d)  # u = 1: saturated, slack → 0
     assert float(real_speedup(el, tau)) < 1.0
-
-
-@FAST
-@given(st.floats(1e-4, 0.1), st.floats(0.0, 1.0), st.floats(0.0, 0.999))
-def test_shared_step_time_is_the_proportional_sharing_fixed_point(t0: float, g: float, u: float) -> None:
-    """t_u = t0 + g/(1 - u') with u' = u(1-s)/((1-u)(1-s)+u), s = g/t_u; between the GPU to ourselves
-    (t0 + g) and the others' share held fixed (t0 + g/(1 - u)); growing in u."""
-    t_u = float(stretched(t0, g, u))
-    s = g / t_u
-    u_left = u * (1 - s) / ((1 - u) * (1 - s) + u) if u > 0 else 0.0
-    assert t_u == pytest.approx(t0 + g / (1 - u_left), rel=1e-6)
-    assert t0 + g - 1e-12 <= t_u <= t0 + g / (1 - u) + 1e-12
-    assert float(stretched(t0, g, min(u + 1e-3, 0.9999))) >= t_u - 1e-12
 
 
 @FAST
@@ -107,13 +88,9 @@ def _curve_from(r: Roofline, convex: float) -> StepCurve:
     st.lists(st.floats(0.0, 0.99), min_size=2, max_size=5),
     st.one_of(st.none(), st.tuples(st.floats(0.05, 1.0), st.floats(0.0, 2.0))),
 )
-def test_the_neighbour_condition_tightens_with_background_load(
+def test_k_star_never_increases_with_background_load(
     r: Roofline, convex: float, alpha: float, c_d: float, loads: list[float], nb: tuple[float, float] | None
 ) -> None:
-    """The budgets that pass the neighbour condition never grow with the load of the neighbours' GPU:
-    our conservative compute share does not fall with load, and what a neighbour tolerates shrinks.
-    (k* itself may grow with others' load: under proportional sharing verification takes part of its
-    compute from them, which the neighbour condition prices; docs/decision.md.)"""
     curve = _curve_from(r, convex)
     el = expected_lengths(iid_curve(alpha, 8))
     ranges = batch_ranges([1, 2, 4, 8, 16, 32, 64, 128, 256], 1024)
@@ -121,13 +98,8 @@ def test_the_neighbour_condition_tightens_with_background_load(
     for i, u in enumerate(sorted(loads)):
         neighbours = Neighbours.of([] if nb is None else [NeighbourInput("ns", "p", nb[0], nb[1], u)])
         nodes.append(NodeInput(name=f"n{i}", curve=curve, c_d=c_d, u=u, neighbours=neighbours))
-    groups, gid = Groups.of_nodes(nodes)
-    t = tables(groups, el, [e for _, e in ranges], 8, 0.05)
-    bound = neighbour_bounds([nd.neighbours for nd in nodes], 0.1)
-    n_safe = np.count_nonzero(neighbour_slo(t.reach[gid], bound), axis=2)
-    assert np.all(np.diff(n_safe, axis=0) <= 0), n_safe
     ev = evaluate_nodes(nodes, el, [e for _, e in ranges], 8, 3, 0.05, 0.1)
-    assert np.all(ev.k_star <= ev.k_star_self)
+    assert np.all(np.diff(ev.k_star, axis=0) <= 0), ev.k_star
 
 
 @FAST
@@ -366,9 +338,9 @@ def test_same_input_same_decision(
 def test_reduced_neighbour_check_equals_direct_slowdown(
     sigma: float, thr: float, u: float, du: float
 ) -> None:
-    from sovereignspec.model.speedup import max_compute_share, neighbour_slowdown
+    from sovereignspec.model.speedup import max_load_increase, neighbour_slowdown
 
-    bound = max_compute_share(np.array([[sigma]]), np.array([[thr]]), np.array([[u]]))[0]
+    bound = max_load_increase(np.array([[sigma]]), np.array([[thr]]), np.array([[u]]))[0]
     direct = float(neighbour_slowdown(sigma, du, u)) <= thr
     # Exactly on the boundary the two forms round differently (e.g. 0.99999 vs 0.99999 + 1 ulp).
     assume(not np.isfinite(bound) or abs(du - bound) > 1e-9 * max(1.0, abs(bound)))

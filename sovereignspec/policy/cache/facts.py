@@ -100,12 +100,12 @@ class Facts:
         """One curve object per profile: nodes are grouped by curve object."""
         return self._curve_entry(profile)[0]
 
-    def sigma(self, profile: AcceleratorProfile, running: float, u_others: float) -> float:
+    def sigma(self, profile: AcceleratorProfile, running: float, u_total: float) -> float:
         """A neighbour's slack (a cluster has few products, running counts and load levels)."""
         curve, known = self._curve_entry(profile)
-        got = known.get((running, u_others))
+        got = known.get((running, u_total))
         if got is None:
-            got = known[(running, u_others)] = neighbour_sigma(curve, running, u_others)
+            got = known[(running, u_total)] = neighbour_sigma(curve, running, u_total)
         return got
 
     def estimate(
