@@ -246,19 +246,35 @@ class Controller:
         """Re-evaluate every admitted decision against current telemetry (see drift.py)."""
         now = _utcnow()
         snap = self.snapshot(views)
+        taken, reading = time.monotonic(), self._reading
         drifted = 0
         log.debug(
             "drift sweep over %d decisions, %d holding workloads", len(views.decisions), len(views.holding)
         )
-        pace = SweepPace(self.settings.drift_cpu_share)
-        for raw in views.decisions:
-            # One decision at a time, paced to the CPU share (drift.SweepPace): a sweep over 1,000 decisions
-            # held the event loop for seconds, and every admission arriving meanwhile waited for it. Parsed
-            # per sweep, not kept: keeping every parsed decision and workload cost ~40 MB of RSS at 1,000.
-            await asyncio.sleep(pace.delay())
+        st = self.settings
+        pace = SweepPace(st.drift_cpu_share, floor=st.drift_idle_share)
+        decisions = {_key_of(raw): raw for raw in views.decisions}
+        for key in list(decisions):
+            # One decision at a time, paced to a share of the operator's CPU (drift.SweepPace): a sweep
+            # over 1,000 decisions held the event loop for seconds, and every admission arriving meanwhile
+            # waited for it. Parsed per sweep, not kept: keeping every parsed decision and workload cost
+            # ~40 MB of RSS at 1,000.
+            while (wait := pace.delay()) > 0:
+                await asyncio.sleep(wait)
             pace.resume()
-            meta = raw.get("metadata") or {}
-            ns, name = str(meta.get("namespace") or "default"), str(meta.get("name"))
+            if self.views_fn is not None and (
+                self._reading is not reading or time.monotonic() - taken >= st.telemetry_refresh_seconds
+            ):
+                # A paced sweep outlives its views: judge each workload on the current telemetry and
+                # bodies (a stale body's entry write is refused anyway: it carries its resourceVersion).
+                views = self.views_fn()
+                now, snap = _utcnow(), self.snapshot(views)
+                taken, reading = time.monotonic(), self._reading
+                decisions = {_key_of(raw): raw for raw in views.decisions}
+            ns, name = key
+            raw = decisions.get(key)
+            if raw is None:
+                continue  # deleted since the sweep began
             body = views.holding_bodies.get((ns, name))
             if body is None:
                 log.debug("drift: %s/%s has no holding workload", ns, name)
@@ -662,6 +678,12 @@ def _post_event(body: Mapping[str, Any], *, type: str, reason: str, message: str
         kopf.event(cast(kopf.Body, body), type=type, reason=reason, message=message)
     except LookupError:
         log.debug("no kopf event queue in this task; Event %s not posted", reason)
+
+
+def _key_of(raw: Mapping[str, Any]) -> tuple[str, str]:
+    """(namespace, name) of an object, a missing namespace read as "default" (as the mirror keys it)."""
+    meta = raw.get("metadata") or {}
+    return str(meta.get("namespace") or "default"), str(meta.get("name"))
 
 
 def _resource_version(body: Mapping[str, Any]) -> str | None:

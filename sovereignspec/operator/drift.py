@@ -7,6 +7,7 @@ and the grace period (hysteresis) before reconfigureOnDrift re-admits a workload
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -30,25 +31,37 @@ __all__ = [
 
 
 class SweepPace:
-    """Keeps a sweep's CPU under `share` of its wall time: `delay()` says how long to sleep before the
-    next item so that CPU spent so far <= share x time since the sweep began.
+    """Keeps a sweep's CPU under `share` of the operator's CPU: `delay()` says how long to sleep before
+    the next item so that the CPU the sweep spent so far is at most `share` of all the CPU the
+    operator's process spent since the sweep began (the sweep's own included), or, when the operator
+    is otherwise idle, at most `floor` of the wall time since the sweep began.
 
-    The drift sweep re-evaluates every admitted workload (about 0.7 ms of CPU each, bench/drift_bench.py):
-    at 1,000 workloads that was a burst of 0.7 s on the operator's one core every interval, and every
-    admission arriving meanwhile waited behind it. Paced, the same work is spread out, and at any size
-    the sweep takes at most `share` of the core; a sweep longer than the interval delays the next one.
+    The drift sweep re-evaluates every admitted workload (about 1.2 ms of CPU each on a quiet machine,
+    bench/drift_bench.py). Paced to a share of *wall* time (session 7), it took that share of the core
+    whatever the operator did otherwise: when decisions are sparse (workloads queued for quota) the
+    operator is mostly idle, and 10 % of wall time was 39 % of its CPU (docs/scale.md, session 8).
+    Paced to a share of the operator's own CPU it stays that share of it, in bursts and when queued;
+    the `floor` (of wall time) lets a sweep end when nothing else runs. Either way the same work is
+    spread out, admissions do not queue behind a burst of evaluations, and a sweep longer than the
+    drift interval delays the next one, so its cost per unit of time falls with its pace.
     """
+
+    POLL = 0.25
+    """Seconds between checks while waiting for the rest of the operator's CPU to catch up."""
 
     def __init__(
         self,
         share: float,
         *,
+        floor: float = 0.0,
         cpu: Callable[[], float] = time.thread_time,
+        process_cpu: Callable[[], float] = time.process_time,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.share = share
-        self._cpu, self._clock = cpu, clock
+        self.share, self.floor = share, min(floor, share)
+        self._cpu, self._process_cpu, self._clock = cpu, process_cpu, clock
         self.started = clock()
+        self._process_started = process_cpu()
         self.spent = 0.0
         self._mark: float | None = None
 
@@ -57,9 +70,12 @@ class SweepPace:
         now_cpu = self._cpu()
         if self._mark is not None:
             self.spent += now_cpu - self._mark
-        if self.share >= 1:
+            self._mark = None
+        if self.share >= 1 or self.spent <= self.share * (self._process_cpu() - self._process_started):
             return 0.0
-        return max(0.0, self.spent / self.share - (self._clock() - self.started))
+        elapsed = self._clock() - self.started
+        by_wall = self.spent / self.floor - elapsed if self.floor > 0 else math.inf
+        return max(0.0, min(by_wall, self.POLL))
 
     def resume(self) -> None:
         """The item about to run starts here (after the sleep: other handlers' CPU is not ours)."""

@@ -125,6 +125,18 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
                 return cast(T, old)
         return value
 
+    # kopf's `when` filters are plain calls before any handler is invoked: an event they refuse costs
+    # no handler invocation (kwargs, contexts, loggers, outcome bookkeeping), which was about as much
+    # as the index handler's own pass over the same event.
+
+    def deleted(type: str | None, **_: Any) -> bool:
+        return type == "DELETED"
+
+    def deleted_or_checked(type: str | None, body: kopf.Body, **_: Any) -> bool:
+        """A Workload event the controller acts on: a deletion, or a body with admission check
+        entries (without any, `Controller.on_workload` returns at once: no entry is ours)."""
+        return type == "DELETED" or bool((body.get("status") or {}).get("admissionChecks"))
+
     @kopf.index("", "v1", "nodes", registry=registry, id="ss_nodes")
     async def ss_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
         _EVENTS_NODES.inc()
@@ -143,7 +155,7 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
         ctrl.mirror.put_pod(key, *value)
         return {key: value}
 
-    @kopf.on.event("", "v1", "pods", registry=registry)
+    @kopf.on.event("", "v1", "pods", registry=registry, when=deleted)
     async def on_pod(type: str | None, body: kopf.Body, **_: Any) -> None:
         if type == "DELETED":  # kopf calls no index handler for a deletion
             _EVENTS_PODS.inc()
@@ -184,7 +196,7 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
         ctrl.mirror.put_decision(_key(body), raw)
         return {(namespace, name): raw}
 
-    @kopf.on.event(*OURS, "speculationdecisions", registry=registry)
+    @kopf.on.event(*OURS, "speculationdecisions", registry=registry, when=deleted)
     async def on_decision(type: str | None, body: kopf.Body, **_: Any) -> None:
         if type == "DELETED":
             _EVENTS_DECISIONS.inc()
@@ -264,7 +276,7 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
 
     # ---- Workloads ---------------------------------------------------------------------------------
 
-    @kopf.on.event(*KUEUE, "workloads", registry=registry)
+    @kopf.on.event(*KUEUE, "workloads", registry=registry, when=deleted_or_checked)
     async def on_workload(type: str | None, body: kopf.Body, uid: str, **kw: Any) -> None:
         ctrl.indexes = kw  # kopf indexes are live views: the background loops read them too
         if type == "DELETED":

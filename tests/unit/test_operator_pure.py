@@ -124,24 +124,49 @@ def test_pod_integration_workloads_take_the_pods_metadata() -> None:
     assert owner_pod(job_owned) is None
 
 
-def test_sweep_pace_keeps_the_cpu_share() -> None:
-    cpu, wall = [0.0], [100.0]
-    pace = SweepPace(0.1, cpu=lambda: cpu[0], clock=lambda: wall[0])
+def test_sweep_pace_keeps_a_share_of_the_operators_cpu() -> None:
+    sweep, proc, wall = [0.0], [0.0], [100.0]
+
+    def pace_of(share: float, floor: float) -> SweepPace:
+        return SweepPace(
+            share, floor=floor, cpu=lambda: sweep[0], process_cpu=lambda: proc[0], clock=lambda: wall[0]
+        )
+
+    def item(cpu: float, others: float = 0.0, elapsed: float | None = None) -> None:
+        sweep[0] += cpu
+        proc[0] += cpu + others
+        wall[0] += cpu + others if elapsed is None else elapsed
+
+    pace = pace_of(0.1, 0.02)
     assert pace.delay() == 0.0  # nothing spent yet
     pace.resume()
-    cpu[0] += 0.05  # an item took 50 ms of CPU in 50 ms of wall time
-    wall[0] += 0.05
-    assert abs(pace.delay() - 0.45) < 1e-9  # 50 ms is 10 % of 0.5 s: sleep until then
-    wall[0] += 0.45
-    cpu[0] += 0.3  # other handlers ran while the sweep slept: not the sweep's CPU
+    item(0.01, others=0.09)  # 10 ms of 100 ms of the operator's CPU: within the share
+    assert pace.delay() == 0.0
     pace.resume()
-    cpu[0] += 0.01
-    wall[0] += 0.01
-    assert abs(pace.delay() - (0.6 - 0.51)) < 1e-9  # 60 ms of the sweep's own CPU, not 360
-    assert abs(pace.spent - 0.06) < 1e-9
-    unpaced = SweepPace(1.0, cpu=lambda: cpu[0], clock=lambda: wall[0])
+    item(0.01)  # the operator otherwise idle: 20 ms of 110 ms is above 10 %
+    # not above the floor (2 % of wall time) before 1 s: wait, polling for others' CPU meanwhile
+    assert pace.delay() == SweepPace.POLL
+    wall[0] += 0.25
+    proc[0] += 0.05  # other handlers ran while the sweep slept: not the sweep's CPU
+    assert pace.delay() == SweepPace.POLL  # 20 of 160 ms
+    wall[0] += 0.25
+    proc[0] += 0.04
+    assert pace.delay() == 0.0  # 20 of 200 ms
+    assert abs(pace.spent - 0.02) < 1e-9
+
+    idle = pace_of(0.1, 0.02)
+    idle.resume()
+    item(0.01)  # alone on the core: the floor paces it, 10 ms per 0.5 s of wall time
+    assert abs(idle.delay() - 0.25) < 1e-9  # at most one poll
+    wall[0] += 0.25
+    assert abs(idle.delay() - 0.24) < 1e-9  # 0.5 s since the start, minus the 10 ms of the item
+    wall[0] += 0.24
+    assert idle.delay() == 0.0
+    assert idle.delay() == 0.0  # asking again counts nothing twice
+
+    unpaced = pace_of(1.0, 0.02)
     unpaced.resume()
-    cpu[0] += 5.0
+    item(5.0)
     assert unpaced.delay() == 0.0
 
 
