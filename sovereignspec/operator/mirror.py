@@ -76,8 +76,6 @@ class Mirror:
         self._identity: dict[PodKey, tuple[PodRef, DraftIdentity]] = {}
         self._identities: dict[PodRef, DraftIdentity] = {}
         self._identities_copy: dict[PodRef, DraftIdentity] | None = None
-        self._as_parsed: dict[PodKey, PodInfo] = {}
-        """Pods as parsed (without recorded claims), to attach a decision's claims when it changes."""
         self._recorded: dict[DecisionKey, RecordedClaims] = {}
         self._link: dict[PodKey, DecisionKey] = {}
         self._linked: dict[DecisionKey, set[PodKey]] = {}
@@ -86,11 +84,9 @@ class Mirror:
         self, key: PodKey, pod: PodInfo | None, ref: PodRef | None = None, ident: DraftIdentity | None = None
     ) -> None:
         if pod is None:
-            self._as_parsed.pop(key, None)
             self._unlink(key)
             self.pods.put(key, None)
         else:
-            self._as_parsed[key] = pod
             self.pods.put(key, self._with_claims(key, pod))
         new = (ref, ident) if pod is not None and ref is not None and ident is not None else None
         old = self._identity.get(key)
@@ -115,8 +111,8 @@ class Mirror:
         else:
             self._recorded[key] = rec
         for pk in self._linked.get(key, ()):
-            pod = self._as_parsed.get(pk)
-            if pod is not None:
+            pod = self.pods.items.get(pk)
+            if pod is not None:  # its claims are replaced whole, so the stored pod is the one to start from
                 self.pods.put(pk, with_recorded_claims(pod, rec))
 
     def _with_claims(self, key: PodKey, pod: PodInfo) -> PodInfo:

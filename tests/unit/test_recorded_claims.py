@@ -155,6 +155,7 @@ def test_the_mirror_keeps_a_pod_on_the_decision_it_was_first_seen_under() -> Non
     # its decision is rewritten (its next decision): the new record counts
     m.put_decision(("shop", "shop-llm"), _record(slo=250.0))
     assert m.pods.items[key].recorded == {SLO: "250.0", TARGET: "llama-3.1-8b"}
+    assert m.pods.items[key].annotations[DECISION] == "shop-llm"  # still the link, not the pod's own value
     m.put_decision(("shop", "shop-llm"), None)
     assert m.pods.items[key].recorded is None
     # a pod gone is unlinked: a new pod of the same name links afresh
