@@ -50,6 +50,7 @@ from sovereignspec.policy.parse_common import (
     ParseError,
     field_list,
     field_map,
+    gpu_count,
     map_list,
     meta_of,
     parse_quantity,
@@ -96,7 +97,7 @@ def parse_node(obj: Mapping[str, Any]) -> NodeInfo:
         name=meta["name"],
         labels=str_map(meta.get("labels"), "metadata.labels", where),
         taints=taints_of(spec.get("taints"), "spec.taints", where),
-        gpu_allocatable=int(parse_quantity(alloc.get(RESOURCE_GPU, 0), RESOURCE_GPU, where)),
+        gpu_allocatable=gpu_count(alloc.get(RESOURCE_GPU, 0), where),
         unschedulable=bool(spec.get("unschedulable", False)),
         ready=ready,
     )

@@ -111,11 +111,24 @@ def parse_quantity(value: Any, what: str = "quantity", where: str = "object") ->
     return q
 
 
+MAX_GPUS = 2**31 - 1
+"""Most GPUs one count may say (a node's allocatable, a container's request): the decision core keeps
+them in int64 arrays, where a finite but huge quantity (9.2e18, found by tests/chaos/test_fuzz.py)
+overflowed and crashed every decision while the node existed."""
+
+
+def gpu_count(value: Any, where: str) -> int:
+    """A GPU quantity as an int, refused (ParseError) above MAX_GPUS."""
+    q = parse_quantity(value, RESOURCE_GPU, where)
+    if q > MAX_GPUS:
+        raise ParseError(f"{where}: {RESOURCE_GPU} {value!r} is more GPUs than any node has")
+    return int(q)
+
+
 def resources_gpus(resources: Mapping[str, Any], where: str) -> int:
     req = field_map(resources.get("requests"), "resources.requests", where)
     lim = field_map(resources.get("limits"), "resources.limits", where)
-    raw = req.get(RESOURCE_GPU, lim.get(RESOURCE_GPU, 0))
-    return int(parse_quantity(raw, RESOURCE_GPU, where))
+    return gpu_count(req.get(RESOURCE_GPU, lim.get(RESOURCE_GPU, 0)), where)
 
 
 def pod_spec_gpus(spec: Mapping[str, Any], where: str) -> int:

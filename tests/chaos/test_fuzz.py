@@ -139,6 +139,9 @@ annotations = st.dictionaries(
 @given(muts=mutations, ann=annotations)
 @example(muts=[(PATHS[11], "1E309")], ann={})  # found by this fuzz: an infinite GPU quantity crashed int()
 @example(muts=[(("workload", "metadata", "namespace"), [None])], ann={})  # and a list as namespace
+@example(
+    muts=[(("objects", 6, "status", "allocatable", "nvidia.com/gpu"), 2**63 - 512)], ann={}
+)  # int64 overflow
 def test_fuzz_decide_never_crashes_and_always_explains(
     muts: list[tuple[tuple[Any, ...], Any]], ann: dict[str, str]
 ) -> None:
