@@ -423,7 +423,9 @@ def run_queued(
         for nss, _ in arms.values():
             watcher.namespaces |= set(nss)
     cpu0 = proc_cpu_seconds(op.proc.pid)
-    e0 = watch_events(op.metrics())
+    m0 = op.metrics()
+    e0 = watch_events(m0)
+    d0 = metric_sum(m0, "sovereignspec_drift_checks_total")
     r0 = ident.requests()
     t0 = time.monotonic()
     sent = 0
@@ -477,8 +479,10 @@ def run_queued(
         "req": ident.requests() - r0,
         "rss": proc_rss_mb(op.proc.pid),
     }
-    e1 = watch_events(op.metrics())
+    m1 = op.metrics()
+    e1 = watch_events(m1)
     out["events"] = {r: v - e0.get(r, 0.0) for r, v in e1.items()}
+    out["drift"] = metric_sum(m1, "sovereignspec_drift_checks_total") - d0
     arm_keys = {name: sorted(keys(name)) for name in arms}  # keys() takes the watcher's lock itself
     with watcher.lock:
         for name in arms:
@@ -742,6 +746,7 @@ def main() -> int:
             how: metric_sum(metrics_text, f'sovereignspec_snapshot_builds_total{{how="{how}"}}')
             for how in ("reused", "patched", "full")
         }
+        drift_paced = metric_sum(metrics_text, "sovereignspec_drift_checks_total")
 
         decided = [r for r in log_records(op, "decided") if isinstance(r.get("durationMs"), int | float)]
         op_ms = [float(r["durationMs"]) for r in decided]
@@ -978,7 +983,8 @@ def main() -> int:
                 f"events counted) -> {per_cpu:.1f} "
                 f"per CPU-second; watch events {nq:.0f} ("
                 + ", ".join(f"{r} {n:.0f}" for r, n in sorted(queued["events"].items()))
-                + f"); API requests {queued['req']:.0f}; RSS at the end {queued['rss']:.0f} MB"
+                + f"); API requests {queued['req']:.0f}; RSS at the end {queued['rss']:.0f} MB; "
+                f"drift evaluations {queued['drift']:.0f} ({queued['drift'] / queued['wall']:.1f}/s)"
             )
         print(f"answers: {dict(states)}; sovereignty/consistency violations: {len(violations)}")
         for v in violations[:10]:
@@ -1013,6 +1019,7 @@ def main() -> int:
             "base snapshots behind the paced decisions: "
             + ", ".join(f"{how} {n:.0f}" for how, n in builds.items())
         )
+        print(f"drift evaluations up to the end of the paced bursts: {drift_paced:.0f}")
         print(
             "Prometheus queries per refresh by phase: "
             + ", ".join(f"{p}={'n/a (no refresh)' if v is None else f'{v:.2f}'}" for p, v in phases)
