@@ -47,14 +47,7 @@ from sovereignspec.api.speculation_policy import SpeculationPolicy, SpeculationP
 from sovereignspec.evidence.policies import Scheduled, gpu_on_node, spread_place
 from sovereignspec.evidence.sim import FloatArray, IntArray, Simulation
 from sovereignspec.evidence.truth import GPU_TYPES, TARGET
-from sovereignspec.model.cluster import (
-    AdmissionCheckInfo,
-    ClusterSnapshot,
-    FlavorInfo,
-    NamespaceInfo,
-    NodeInfo,
-    PodInfo,
-)
+from sovereignspec.model.cluster import AdmissionCheckInfo, ClusterSnapshot, NodeInfo, PodInfo
 from sovereignspec.model.telemetry import AcceptanceSample, EngineSample, GpuSample, PodRef, TelemetrySnapshot
 from sovereignspec.model.workload import CheckEntry, PodSetAssignment, PodSetInfo, WorkloadInfo
 from sovereignspec.policy.decide import decide
@@ -174,12 +167,11 @@ def snapshot(
                           spec=SovereigntyPolicySpec(tenants=[t], jurisdictions=list(j)))
         for t, j in sorted(sc.jurisdictions.items())
     ]  # fmt: skip
-    return ClusterSnapshot(
+    return ClusterSnapshot.one_check(
+        AdmissionCheckInfo(name=CHECK, controller_name=CONTROLLER_NAME),
+        tenants,
         nodes=nodes,
         pods=pods,
-        namespaces=[NamespaceInfo(name=t) for t in tenants],
-        flavors=[FlavorInfo(name="gpu")],
-        admission_checks=[AdmissionCheckInfo(name=CHECK, controller_name=CONTROLLER_NAME)],
         speculation_policies=[SpeculationPolicy(metadata=ObjectMeta(name="default"), spec=policy)],
         sovereignty_policies=sov,
         telemetry=observe(sim, tick, engines_visible=neighbour_slos, acceptance_visible=acceptance_visible),

@@ -8,7 +8,7 @@ derives from a snapshot lives in `sovereignspec.policy.cache`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from sovereignspec.api.base import Model
 from sovereignspec.api.meta import Toleration
@@ -75,12 +75,19 @@ class FlavorInfo(Model):
     topology_name: str | None = None
 
 
+class ParametersRef(Model):
+    """An AdmissionCheck's `spec.parameters`: the object that configures the check (ours: a
+    SpeculationPolicy). Each part None when the check leaves it out."""
+
+    api_group: str | None = None
+    kind: str | None = None
+    name: str | None = None
+
+
 class AdmissionCheckInfo(Model):
     name: str
     controller_name: str
-    parameters_api_group: str | None = None
-    parameters_kind: str | None = None
-    parameters_name: str | None = None
+    parameters: ParametersRef = ParametersRef()
 
 
 class Reservation(Model):
@@ -136,3 +143,29 @@ class ClusterSnapshot(Model):
     reservations: list[Reservation] = []
     workloads: list[WorkloadRef] = []
     telemetry: TelemetrySnapshot | None = None
+
+    @classmethod
+    def one_check(
+        cls,
+        check: AdmissionCheckInfo,
+        tenants: Iterable[str],
+        *,
+        nodes: list[NodeInfo],
+        pods: list[PodInfo],
+        flavor: str = "gpu",
+        speculation_policies: Sequence[SpeculationPolicy] = (),
+        sovereignty_policies: Sequence[SovereigntyPolicy] = (),
+        telemetry: TelemetrySnapshot | None = None,
+    ) -> ClusterSnapshot:
+        """A cluster whose workloads all go through one ResourceFlavor without labels and one
+        AdmissionCheck, with a namespace per tenant (no labels): the simulator's cluster."""
+        return cls(
+            nodes=nodes,
+            pods=pods,
+            namespaces=[NamespaceInfo(name=t) for t in tenants],
+            flavors=[FlavorInfo(name=flavor)],
+            admission_checks=[check],
+            speculation_policies=list(speculation_policies),
+            sovereignty_policies=list(sovereignty_policies),
+            telemetry=telemetry,
+        )

@@ -40,6 +40,7 @@ from sovereignspec.model.cluster import (
     FlavorInfo,
     NamespaceInfo,
     NodeInfo,
+    ParametersRef,
     PodInfo,
     RecordedClaims,
     Reservation,
@@ -144,9 +145,9 @@ def parse_admission_check(obj: Mapping[str, Any]) -> AdmissionCheckInfo:
     return AdmissionCheckInfo(
         name=meta["name"],
         controller_name=str(spec.get("controllerName") or ""),
-        parameters_api_group=params.get("apiGroup"),
-        parameters_kind=params.get("kind"),
-        parameters_name=params.get("name"),
+        parameters=ParametersRef(
+            api_group=params.get("apiGroup"), kind=params.get("kind"), name=params.get("name")
+        ),
     )
 
 

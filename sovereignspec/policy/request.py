@@ -53,14 +53,13 @@ def find_our_check(
 
 def select_policies(check: AdmissionCheckInfo, snapshot: ClusterSnapshot) -> Policies:
     by_name = {p.metadata.name: p for p in snapshot.speculation_policies}
-    name = check.parameters_name
+    params = check.parameters
+    name = params.name
     if name is not None:
-        if (check.parameters_api_group or GROUP) != GROUP or (
-            check.parameters_kind or "SpeculationPolicy"
-        ) != ("SpeculationPolicy"):
+        if (params.api_group or GROUP, params.kind or "SpeculationPolicy") != (GROUP, "SpeculationPolicy"):
             raise RequestError(
                 f"AdmissionCheck {check.name}: parameters must reference {GROUP} SpeculationPolicy, got "
-                f"{check.parameters_api_group}/{check.parameters_kind}"
+                f"{params.api_group}/{params.kind}"
             )
         if name not in by_name:
             raise RequestError(f"AdmissionCheck {check.name}: SpeculationPolicy {name!r} not found")

@@ -12,14 +12,7 @@ import pytest
 
 from sovereignspec.api import meta
 from sovereignspec.api.speculation_decision import SpeculationDecision
-from sovereignspec.model.cluster import (
-    AdmissionCheckInfo,
-    ClusterSnapshot,
-    FlavorInfo,
-    NamespaceInfo,
-    NodeInfo,
-    PodInfo,
-)
+from sovereignspec.model.cluster import AdmissionCheckInfo, ClusterSnapshot, NodeInfo, PodInfo
 from sovereignspec.model.profiles import DEFAULT_PROFILES
 from sovereignspec.model.steptime import StepCurve
 from sovereignspec.model.telemetry import EngineSample, GpuSample, PodRef, TelemetrySnapshot
@@ -82,12 +75,11 @@ def _snapshot(running: bool, tensor: float, neighbour: bool = False) -> ClusterS
         )  # fmt: skip
         refs.append(PodRef(namespace="shop", name="nb"))
         engines.append(EngineSample(namespace="shop", pod="nb", tpot_seconds=0.03, running=8))
-    return ClusterSnapshot(
+    return ClusterSnapshot.one_check(
+        AdmissionCheckInfo(name="ss", controller_name=meta.CONTROLLER_NAME),
+        ["bank-a", "shop"],
         nodes=[node],
         pods=pods,
-        namespaces=[NamespaceInfo(name="bank-a"), NamespaceInfo(name="shop")],
-        flavors=[FlavorInfo(name="gpu")],
-        admission_checks=[AdmissionCheckInfo(name="ss", controller_name=meta.CONTROLLER_NAME)],
         telemetry=TelemetrySnapshot(
             time=NOW,
             gpus=[
