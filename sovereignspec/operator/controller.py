@@ -17,7 +17,6 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
@@ -35,17 +34,7 @@ from sovereignspec.kube.ssa import (
     apply_decision_conditions,
     apply_workload_check,
 )
-from sovereignspec.model.cluster import (
-    AdmissionCheckInfo,
-    ClusterSnapshot,
-    FlavorInfo,
-    NamespaceInfo,
-    NodeInfo,
-    PodInfo,
-    Reservation,
-    WorkloadRef,
-    same_items,
-)
+from sovereignspec.model.cluster import ClusterSnapshot, Reservation, same_items
 from sovereignspec.model.telemetry import PodRef, TelemetrySnapshot
 from sovereignspec.model.workload import CheckEntry, WorkloadInfo
 from sovereignspec.operator.admission_checks import active_condition
@@ -63,6 +52,7 @@ from sovereignspec.operator.metrics import (
 from sovereignspec.operator.mirror import Mirror
 from sovereignspec.operator.reservations import ReservationTable, reservation_of
 from sovereignspec.operator.settings import OperatorSettings
+from sovereignspec.operator.views import Views
 from sovereignspec.policy.admission_check import entry_wire, set_admission_check_state
 from sovereignspec.policy.cache.index import carry_index, index_of, with_reservations
 from sovereignspec.policy.decide import decide
@@ -78,25 +68,6 @@ from sovereignspec.telemetry.reading import TelemetryReading
 
 log = logging.getLogger("sovereignspec.controller")
 T = TypeVar("T")
-
-
-@dataclass
-class Views:
-    """Typed views over the kopf indexes (each a name → parsed object mapping)."""
-
-    nodes: list[NodeInfo] = field(default_factory=list)
-    pods: list[PodInfo] = field(default_factory=list)
-    identities: dict[PodRef, DraftIdentity] = field(default_factory=dict)
-    namespaces: list[NamespaceInfo] = field(default_factory=list)
-    flavors: list[FlavorInfo] = field(default_factory=list)
-    checks: list[AdmissionCheckInfo] = field(default_factory=list)
-    speculation_policies: dict[str, SpeculationPolicy | str] = field(default_factory=dict)
-    sovereignty_policies: list[Any] = field(default_factory=list)
-    decisions: list[Mapping[str, Any]] = field(default_factory=list)
-    holding: list[WorkloadRef] = field(default_factory=list)
-    holding_bodies: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
-    pods_version: int = -1
-    """The mirror's pod table version `pods` was read at (-1: not read from the mirror)."""
 
 
 def _utcnow() -> datetime:

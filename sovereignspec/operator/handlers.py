@@ -13,11 +13,11 @@ from typing import Any, TypeVar, cast
 
 import kopf
 
-from sovereignspec.api.speculation_policy import SpeculationPolicy
 from sovereignspec.kube.pod_workloads import owner_pod, with_pod_metadata
 from sovereignspec.model.cluster import WorkloadRef
-from sovereignspec.operator.controller import Controller, Views, holding
+from sovereignspec.operator.controller import Controller, holding
 from sovereignspec.operator.metrics import WATCH_EVENTS
+from sovereignspec.operator.views import Views, index_values, read_views
 from sovereignspec.policy.parse import (
     ParseError,
     parse_admission_check,
@@ -44,10 +44,6 @@ _EVENTS_PODS = WATCH_EVENTS.labels(resource="pods")
 _EVENTS_NAMESPACES = WATCH_EVENTS.labels(resource="namespaces")
 _EVENTS_WORKLOADS = WATCH_EVENTS.labels(resource="workloads")
 _EVENTS_DECISIONS = WATCH_EVENTS.labels(resource="speculationdecisions")
-
-
-def _values(index: Mapping[Any, Iterable[T]]) -> list[T]:
-    return [v for store in index.values() for v in store]
 
 
 def _key(body: Mapping[str, Any]) -> tuple[str, str]:
@@ -221,34 +217,7 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
         return {}
 
     def views(idx: Mapping[str, Any], bodies: bool = False) -> Views:
-        """Typed views over the indexes and the mirror (pods, decisions, holding workloads: copied at C
-        speed from its tables); workload bodies only for the drift sweep."""
-        m = ctrl.mirror
-        specs: dict[str, SpeculationPolicy | str] = {}
-        for key, store in idx["ss_spec_policies"].items():
-            for v in store:
-                specs[key] = v
-        return Views(
-            nodes=_values(idx["ss_nodes"]),
-            pods=list(m.pods.items.values()),
-            pods_version=m.pods.version,
-            identities=m.identities(),
-            namespaces=_values(idx["ss_namespaces"]),
-            flavors=_values(idx["ss_flavors"]),
-            checks=[c for c, _ in _values(idx["ss_checks"])],
-            speculation_policies=specs,
-            sovereignty_policies=_values(idx["ss_sov_policies"]),
-            decisions=list(m.decisions.items.values()),
-            holding=list(m.holding.items.values()),
-            holding_bodies={
-                (k[1] or "default", k[2]): b
-                for k, s in idx["ss_workloads"].items()
-                if k[0] == "body"
-                for b in s
-            }
-            if bodies
-            else {},
-        )
+        return read_views(idx, ctrl.mirror, bodies)
 
     def pending_body(idx: Mapping[str, Any], key: Any) -> dict[str, Any] | None:
         """The index's current body under `key` when it still has some check Pending (ours is
@@ -271,7 +240,7 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
     @kopf.on.event(*OURS, "speculationpolicies", registry=registry)
     async def on_policy(**kw: Any) -> None:
         v = views(kw)
-        for _, raw in _values(kw["ss_checks"]):
+        for _, raw in index_values(kw["ss_checks"]):
             await ctrl.reconcile_admission_check(raw, v)
 
     # ---- Workloads ---------------------------------------------------------------------------------
@@ -297,7 +266,9 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
 
     def ctrl_checks(idx: Mapping[str, Any]) -> set[str]:
         return {
-            c.name for c, _ in _values(idx["ss_checks"]) if c.controller_name == ctrl.settings.controller_name
+            c.name
+            for c, _ in index_values(idx["ss_checks"])
+            if c.controller_name == ctrl.settings.controller_name
         }
 
     # ---- background: resync sweep over the live indexes ------------------------------------------

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+# Bounded kinds of setting: the bounds live in the type.
+Port = Annotated[int, Field(ge=0, le=65535)]
+"""A TCP port; 0 disables the server."""
+Seconds = Annotated[float, Field(gt=0)]
+"""A positive interval."""
+Share = Annotated[float, Field(gt=0, le=1)]
+"""A share in (0, 1] (of the operator's CPU, of wall time)."""
 
 
 class OperatorSettings(BaseSettings):
@@ -14,8 +22,8 @@ class OperatorSettings(BaseSettings):
     kubeconfig: str | None = Field(default=None, description="Path; None = $KUBECONFIG, then in-cluster.")
     namespaces: list[str] = Field(default_factory=list, description="Workload namespaces; empty = all.")
     prometheus_url: str | None = Field(default=None, description="None = telemetry missing, speculation off.")
-    metrics_port: int = Field(default=8080, ge=0, le=65535, description="0 disables the metrics server.")
-    health_port: int = Field(default=8081, ge=0, le=65535, description="/healthz and /readyz; 0 disables.")
+    metrics_port: Port = Field(default=8080, description="0 disables the metrics server.")
+    health_port: Port = Field(default=8081, description="/healthz and /readyz; 0 disables.")
     bind_address: str = "0.0.0.0"
     log_format: Literal["json", "text"] = "json"
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
@@ -28,28 +36,22 @@ class OperatorSettings(BaseSettings):
     lease_renew_deadline_seconds: int = Field(default=10, ge=1)
     lease_retry_period_seconds: int = Field(default=2, ge=1)
     identity: str | None = Field(default=None, description="Leader-election identity; None = hostname+pid.")
-    resync_seconds: float = Field(default=5.0, gt=0, description="Sweep of workloads still Pending.")
-    drift_interval_seconds: float = Field(default=30.0, gt=0)
-    drift_cpu_share: float = Field(
+    resync_seconds: Seconds = Field(default=5.0, description="Sweep of workloads still Pending.")
+    drift_interval_seconds: Seconds = 30.0
+    drift_cpu_share: Share = Field(
         default=0.1,
-        gt=0,
-        le=1,
         description="Most of the operator's own CPU a drift sweep may take: the sweep is paced to it, and "
         "a sweep longer than the interval delays the next one. 1 = unpaced.",
     )
-    drift_idle_share: float = Field(
+    drift_idle_share: Share = Field(
         default=0.02,
-        gt=0,
-        le=1,
         description="Share of wall time a drift sweep may always take, so that it ends while the operator "
         "is otherwise idle (capped by drift_cpu_share): at about 1.2 ms per admitted workload, a sweep "
         "over 1,000 takes a minute then.",
     )
-    telemetry_refresh_seconds: float = Field(default=10.0, gt=0)
-    api_concurrency: int = Field(
+    telemetry_refresh_seconds: Seconds = 10.0
+    api_concurrency: Annotated[int, Field(ge=1, le=256)] = Field(
         default=32,
-        ge=1,
-        le=256,
         description="API writes in flight at once (their own threads and connections): with asyncio's "
         "default pool, about 6 threads on a small node, a backlog drained at 6 round trips at a time.",
     )

@@ -21,9 +21,10 @@ from sovereignspec.cli.decide import load_scenario
 from sovereignspec.kube.ssa import apply_body
 from sovereignspec.model.workload import CheckEntry
 from sovereignspec.operator import controller as ctl
-from sovereignspec.operator.controller import Controller, Views
+from sovereignspec.operator.controller import Controller
 from sovereignspec.operator.health import HealthState
 from sovereignspec.operator.settings import OperatorSettings
+from sovereignspec.operator.views import Views
 from sovereignspec.policy.parse import (
     parse_admission_check,
     parse_namespace,
