@@ -86,22 +86,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="sequences a prefill step spreads its tokens over (default: the largest decode batch)",
     )
-    m.add_argument(
-        "--context", type=int, default=512, help="prompt tokens of each decode sequence (default 512)"
-    )
-    m.add_argument(
-        "--decode-steps",
-        type=int,
-        default=32,
-        help="decode steps between the two timed calls of a decode point (default 32)",
-    )
-    m.add_argument("--repeats", type=int, default=3, help="measurements per point, median kept (default 3)")
-    m.add_argument(
-        "--max-seconds",
-        type=float,
-        default=540.0,
-        help="wall-clock budget of the whole run, engine start included (default 540)",
-    )
+    for flag, kind, number, what in (
+        ("--context", int, 512, "prompt tokens of each decode sequence"),
+        ("--decode-steps", int, 32, "decode steps between the two timed calls of a decode point"),
+        ("--repeats", int, 3, "measurements per point, median kept"),
+        ("--max-seconds", float, 540.0, "wall-clock budget of the whole run, engine start included"),
+    ):  # how each point is measured
+        m.add_argument(flag, type=kind, default=number, help=f"{what} (default {number:g})")
     m.add_argument(
         "--enforce-eager",
         action="store_true",
