@@ -181,6 +181,18 @@ class SpeculationPolicySpec(Model):
         "RelativeSpeedup (DESIGN.md §2) = highest predicted S_real at its expected batch; Throughput = "
         "highest predicted decode rate per sequence, S_real / t_u(B). Plain placement is the same in both.",
     )
+    keep_capacity: bool = Field(
+        default=False,
+        description="Placement RelativeSpeedup (opt-in, issue 16b): among the nodes whose predicted S_real "
+        "is within minGain of the best, prefer one where the pod does not take an empty GPU that could host "
+        "several engines, slowest hardware first (docs/decision.md). False: highest S_real, then slack.",
+    )
+    batch_class: Literal["Model", "Plain"] = Field(
+        default="Plain",
+        description="Batch-class workloads: Plain = they run plain and pack onto the most loaded node; Model "
+        "(opt-in, issue 16b) = the model decides their speculation, judged on the GPU the pod gets, and they "
+        "take an empty GPU on the fastest hardware, else pack (docs/decision.md).",
+    )
     alpha_quantile: float = Field(default=0.25, gt=0, lt=1)
     weak_acceptance: float = Field(
         default=0.6, ge=0, le=1, description="A draft whose decision alpha is below this is weak: plain."

@@ -90,3 +90,10 @@ def stretched(t0: npt.ArrayLike, g: npt.ArrayLike, u: npt.ArrayLike) -> FloatArr
     """t_u(T) = t0 + g(T) / (1 - u): other tenants' load stretches only the compute part."""
     uu = np.minimum(np.asarray(u, dtype=np.float64), U_MAX)
     return np.asarray(t0, dtype=np.float64) + np.asarray(g, dtype=np.float64) / (1.0 - uu)
+
+
+def compute_part(t_u: npt.ArrayLike, t0: npt.ArrayLike, u: npt.ArrayLike) -> FloatArray:
+    """g(T) from t_u(T), t0 and u: `stretched` inverted in g, g = (t_u - t0)(1 - u)."""
+    uu = np.minimum(np.asarray(u, dtype=np.float64), U_MAX)
+    out: FloatArray = (np.asarray(t_u, dtype=np.float64) - np.asarray(t0, dtype=np.float64)) * (1.0 - uu)
+    return out

@@ -23,7 +23,7 @@ from datetime import datetime
 
 from sovereignspec.model.cluster import ClusterSnapshot
 from sovereignspec.policy.budget import batch_ranges
-from sovereignspec.policy.cache.facts import Facts
+from sovereignspec.policy.cache.facts import Facts, batch_policies
 from sovereignspec.policy.cache.index import index_of
 from sovereignspec.policy.candidates import constraints_of, sovereign_candidates
 from sovereignspec.policy.claims import read_claims
@@ -69,7 +69,7 @@ def decide(
     constraints = group.fit(constraints_of(wl, snapshot.flavors, snapshot.nodes, rules, retry))
     if isinstance(constraints, Refusal):
         return record.refuse(constraints, tenant=tenant)
-    facts = Facts(snapshot, policies, wl, rules)
+    facts = Facts(snapshot, batch_policies(snapshot, policies, claims), wl, rules)
     if isinstance(cands := sovereign_candidates(facts, constraints, retry), Refusal):
         return record.refuse(cands, tenant=tenant)
 

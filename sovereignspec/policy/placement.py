@@ -1,11 +1,18 @@
 """Placement: which candidate gets the workload, and the additive pod-set updates that pin it there.
 
 - Interactive with speculation allowed: highest S_real at the expected batch, then more slack, then
-  node name. Placement `Throughput` (opt-in, `spec.placement`) ranks by S_real(k*, B) / t_u(B) instead,
-  the predicted decode tokens/s per sequence (S = 1 where speculation is off on the node; 0 when the
-  node's profile or load is unknown).
-- Plain (batch, or speculation off for the workload): the most loaded node that fits (background
-  tensor load u when known, else the allocated GPU fraction), then name.
+  node name. With `keepCapacity` (opt-in), the nodes whose S_real is within minGain of the best (when
+  the best reaches 1 + minGain) come first: among them, the nodes where the pod does not take an empty
+  GPU that could host several engines, slowest hardware first (largest unloaded plain step at the
+  expected batch), then the band's other nodes by S_real. A gain the self-benefit threshold calls
+  insignificant does not spend the whole GPU or the fast card a later, larger workload needs
+  (docs/decision.md, issue 16b). Placement `Throughput` (opt-in, `spec.placement`) ranks by
+  S_real(k*, B) / t_u(B) instead, the predicted decode tokens/s per sequence (S = 1 where speculation
+  is off on the node; 0 when the node's profile or load is unknown).
+- Batch class under `batchClass: Model` (opt-in): a node where the pod gets an empty GPU, fastest
+  hardware first (highest unloaded plain rate at the expected batch); else the most loaded node.
+- Plain (speculation off for the workload, or batch under `batchClass: Plain`, the default): the most
+  loaded node that fits (background tensor load u when known, else the allocated GPU fraction), then name.
 - Keys are compared rounded to 1e-9 so that float noise never breaks a tie the name should break.
 - Updates are additive (I4): a key the template (or the flavor) already sets to another value is
   dropped with a TemplateConflict reason.
@@ -28,7 +35,7 @@ from sovereignspec.api.meta import (
 from sovereignspec.api.speculation_decision import PodSetUpdate, Reason
 from sovereignspec.model.cluster import NodeInfo
 from sovereignspec.model.speedup import slack_scalar
-from sovereignspec.model.steptime import stretched
+from sovereignspec.model.steptime import compute_part, stretched
 from sovereignspec.model.workload import WorkloadInfo
 from sovereignspec.policy.budget import Budget
 from sovereignspec.policy.cache.facts import Facts
@@ -40,6 +47,7 @@ from sovereignspec.policy.sovereignty import TenantRules
 from sovereignspec.policy.speculation import Options
 
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,11 @@ def choose(facts: Facts, options: Options, speculating: bool, claims: Claims, ta
     cands = options.cands
     n_cand = len(cands.nodes)
     rate: FloatArray | None = None
+    name_rank = cands.rows.rank[cands.at]
+    if claims.workload_class == "batch" and facts.policy.batch_class == "Model":
+        key1, key2 = _batch_keys(facts, options, claims, _plain_keys(options))
+        order = np.lexsort((name_rank, -np.round(key2, 9), -key1)).tolist()
+        return Placement(order, order if tas else [order[0]], None)
     if speculating:
         key1, key2 = np.ones(n_cand), np.full(n_cand, -1.0)
         hit = options.at >= 0
@@ -74,18 +87,98 @@ def choose(facts: Facts, options: Options, speculating: bool, claims: Claims, ta
             key2[hit] = ev.slack_expected[options.at[hit]]
         if facts.policy.placement == "Throughput":
             key1 = rate = _predicted_rates(facts, options, claims)
+        elif facts.policy.keep_capacity:
+            order = _keep_capacity(facts, options, claims, key1, key2, name_rank)
+            return Placement(order, order if tas else [order[0]], rate)
     else:
-        alloc_n = cands.rows.alloc[cands.at]
-        alloc = np.zeros(n_cand)
-        np.divide(cands.free, alloc_n, out=alloc, where=alloc_n != 0)
-        alloc = np.where(alloc_n != 0, 1.0 - alloc, 0.0)
-        gpu = options.gpu
-        u_c = gpu.u[cands.at[cands.canon]] if gpu is not None else np.full(n_cand, np.nan)
-        key1 = np.where(np.isnan(u_c), alloc, u_c)
-        key2 = alloc
-    name_rank = cands.rows.rank[cands.at]
+        key1, key2 = _plain_keys(options)
     order = np.lexsort((name_rank, -np.round(key2, 9), -np.round(key1, 9))).tolist()
     return Placement(order, order if tas else [order[0]], rate)
+
+
+def _plain_keys(options: Options) -> tuple[FloatArray, FloatArray]:
+    """Plain packing: (background load u, else the allocated GPU fraction; the allocated fraction)."""
+    cands = options.cands
+    alloc_n = cands.rows.alloc[cands.at]
+    alloc = np.zeros(len(cands.nodes))
+    np.divide(cands.free, alloc_n, out=alloc, where=alloc_n != 0)
+    alloc = np.where(alloc_n != 0, 1.0 - alloc, 0.0)
+    gpu = options.gpu
+    u_c = gpu.u[cands.at[cands.canon]] if gpu is not None else np.full(len(cands.nodes), np.nan)
+    return np.where(np.isnan(u_c), alloc, u_c), alloc
+
+
+def _gpu_flags(options: Options) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """Per candidate: the GPU the device plugin hands the pod (the free GPU with the fewest pods) is
+    empty; the node's GPUs take several pods each. (False, False) without GPU telemetry."""
+    gpu, cands = options.gpu, options.cands
+    if gpu is None:
+        none = np.zeros(len(cands.nodes), dtype=bool)
+        return none, none
+    rows = cands.at[cands.canon]
+    return gpu.empty[rows], gpu.shared[rows]
+
+
+def _unloaded_step(facts: Facts, options: Options, claims: Claims, c: int) -> float:
+    """The plain step at the expected batch on candidate c's hardware with no other load, t0 + g(B)
+    (0 when its profile or load is unknown)."""
+    got = plain_inputs(
+        options.cands.nodes[c], options.gpu_info(c), facts.profiles(), claims.target_model,
+        claims.expected_batch, facts.curve,
+    )  # fmt: skip
+    return 0.0 if got is None else got[0] + got[1]
+
+
+def _unloaded_steps(options: Options) -> FloatArray:
+    """t0 + g(B) per evaluated candidate (0 elsewhere), from the evaluation's plain step t_u(B), its slack
+    sigma = t0 / t_u(B) and the node's load u: t0 = sigma t_u, g(B) = `compute_part(t_u, t0, u)`."""
+    ev, at, gpu, cands = options.evaluation, options.at, options.gpu, options.cands
+    out = np.zeros(len(cands.nodes))
+    hit = at >= 0
+    if ev is None or gpu is None or not hit.any():
+        return out
+    step, sigma = ev.step_expected[at[hit]], ev.slack_expected[at[hit]]
+    t0 = sigma * step
+    out[hit] = t0 + compute_part(step, t0, np.nan_to_num(gpu.u[cands.at[cands.canon]][hit]))
+    return out
+
+
+def _keep_capacity(
+    facts: Facts,
+    options: Options,
+    claims: Claims,
+    speedup: FloatArray,
+    slack: FloatArray,
+    name_rank: IntArray,
+) -> list[int]:
+    """Candidates, best first, under `keepCapacity`: the band of S_real within minGain of the best (when
+    the best reaches 1 + minGain) first; in it, the nodes where the pod keeps whole GPUs free, slowest
+    hardware first, then slack and name; then the band's other nodes, and after the band every other
+    node, by S_real, slack and name."""
+    s = np.round(speedup, 9)
+    best = float(s.max()) if s.size else 1.0
+    gain = 1.0 + facts.policy.min_gain
+    band = (s >= best / gain) & (best >= gain)
+    empty, shared = _gpu_flags(options)
+    keep = (band & ~(empty & shared)).astype(np.float64)  # the pod does not take a whole multi-pod GPU
+    slow = np.where(keep > 0, _unloaded_steps(options), 0.0)
+    by_speedup = np.where(keep > 0, 0.0, s)
+    keys = (name_rank, -np.round(slack, 9), -by_speedup, -np.round(slow, 12), -keep, -band.astype(np.float64))
+    order: list[int] = np.lexsort(keys).tolist()
+    return order
+
+
+def _batch_keys(
+    facts: Facts, options: Options, claims: Claims, plain: tuple[FloatArray, FloatArray]
+) -> tuple[FloatArray, FloatArray]:
+    """Batch class under `batchClass: Model`: (the pod gets an empty GPU; there, the unloaded plain rate
+    B / (t0 + g(B)), fastest first; elsewhere the packing key, most loaded first)."""
+    empty = _gpu_flags(options)[0]
+    key2 = plain[0].copy()
+    for c in np.flatnonzero(empty).tolist():
+        step = _unloaded_step(facts, options, claims, c)
+        key2[c] = claims.expected_batch / step if step > 0 else 0.0
+    return empty.astype(np.float64), key2
 
 
 def _predicted_rates(facts: Facts, options: Options, claims: Claims) -> FloatArray:

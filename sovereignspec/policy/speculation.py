@@ -95,8 +95,8 @@ def speculation_gate(facts: Facts, claims: Claims, pins: Pins, now: datetime) ->
         why = ReasonType.PAIR_NOT_ALLOWED, f"pair {pair} is not in the policy's allowedPairs"
     elif tstate is not None:
         why = tstate, "telemetry is missing or stale: speculation off, placement unchanged"
-    elif claims.workload_class == "batch":
-        why = ReasonType.BATCH_CLASS, "batch workloads run plain and pack onto loaded nodes"
+    elif claims.workload_class == "batch" and policy.batch_class == "Plain":
+        why = ReasonType.BATCH_CLASS, "batchClass Plain: batch workloads run plain and pack onto loaded nodes"
     elif estimate.alpha < policy.weak_acceptance:
         why = (
             ReasonType.WEAK_DRAFT,

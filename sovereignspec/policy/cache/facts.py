@@ -8,6 +8,7 @@ Every fact is computed by a rule module; this module only names it (`FactKey`) a
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TypeVar, cast
 
 from sovereignspec.api.speculation_decision import Reason
@@ -21,7 +22,7 @@ from sovereignspec.model.workload import WorkloadInfo
 from sovereignspec.policy.cache.index import SnapshotIndex, index_of
 from sovereignspec.policy.cache.keys import FactKey, Same
 from sovereignspec.policy.cache.shared import ValueLru
-from sovereignspec.policy.claims import parse_slo_ms
+from sovereignspec.policy.claims import Claims, parse_slo_ms
 from sovereignspec.policy.node_state import (
     GpuInfo,
     Neighbours,
@@ -45,6 +46,21 @@ _T = TypeVar("_T")
 
 ESTIMATES: ValueLru[AcceptanceEstimate] = ValueLru(4096)
 """Acceptance estimates by (prior, k_max, quantile, counters): the same for every snapshot."""
+
+
+def batch_policies(snap: ClusterSnapshot, policies: Policies, claims: Claims) -> Policies:
+    """The policies a batch-class workload is decided with under `batchClass: Model`: its node is judged
+    on the GPU the pod gets (the least loaded free GPU: `slackAggregation: max`). The derived spec is
+    kept on the index per policy object, so that the facts keyed by it stay memoised."""
+    spec = policies.speculation
+    if claims.workload_class != "batch" or spec.batch_class != "Model" or spec.slack_aggregation == "max":
+        return policies
+    memo = index_of(snap).memo
+    key = FactKey("batch-spec", scope=(Same(spec),))
+    derived = memo.get(key)
+    if not isinstance(derived, SpeculationPolicySpec):
+        derived = memo[key] = spec.model_copy(update={"slack_aggregation": "max"})
+    return replace(policies, speculation=derived)
 
 
 class Facts:

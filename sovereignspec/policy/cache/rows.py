@@ -16,7 +16,7 @@ import numpy.typing as npt
 from sovereignspec.model.cluster import NodeInfo
 from sovereignspec.policy.cache.facts import Facts
 from sovereignspec.policy.cache.keys import FactKey
-from sovereignspec.policy.node_state import GpuInfo
+from sovereignspec.policy.node_state import GpuInfo, replicas
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
@@ -65,6 +65,16 @@ class GpuRows:
     infos: list[GpuInfo]
     u: FloatArray
     """Background load u per node, NaN where unknown."""
+    empty: npt.NDArray[np.bool_]
+    """The GPU the pod gets (the free GPU with the fewest pods) carries no pod."""
+    shared: npt.NDArray[np.bool_]
+    """The node's GPUs take several pods each (time-slicing replicas)."""
+
+
+def _gpu_flags(facts: Facts, node: NodeInfo, info: GpuInfo) -> tuple[bool, bool]:
+    free = info[0]
+    empty = bool(free) and min(len(g.pods) for g in free) == 0
+    return empty, replicas(node, facts.idx.gpus_by_node.get(node.name, [])) > 1
 
 
 def wide(
@@ -175,13 +185,16 @@ def gpu_rows(facts: Facts, rows: Rows) -> GpuRows:
     def build() -> GpuRows:
         infos = [facts.gpu_state(n) for n in rows.nodes]
         u = np.fromiter((np.nan if i[1] is None else i[1] for i in infos), dtype=np.float64, count=len(infos))
-        return GpuRows(infos, u)
+        pairs = [_gpu_flags(facts, n, i) for n, i in zip(rows.nodes, infos, strict=True)]
+        flags = np.asarray(pairs, dtype=bool).reshape(len(infos), 2)
+        return GpuRows(infos, u, flags[:, 0].copy(), flags[:, 1].copy())
 
     def patch(old: GpuRows, at: IntArray) -> GpuRows:
-        infos, u = list(old.infos), old.u.copy()
+        infos, u, empty, shared = list(old.infos), old.u.copy(), old.empty.copy(), old.shared.copy()
         for i in at.tolist():
             infos[i] = info = facts.gpu_state(rows.nodes[i])
             u[i] = np.nan if info[1] is None else info[1]
-        return GpuRows(infos, u)
+            empty[i], shared[i] = _gpu_flags(facts, rows.nodes[i], info)
+        return GpuRows(infos, u, empty, shared)
 
     return on_rows(facts, rows, FactKey("gpu", None, (facts.policy.slack_aggregation,)), (), build, patch)
