@@ -113,8 +113,9 @@ class NodeInput:
 
 
 def replicas(node: NodeInfo, samples: Sequence[GpuSample]) -> int:
-    """Pods per GPU the node advertises (time-slicing replicas; 1 for whole GPUs)."""
-    return max(1, node.gpu_allocatable // len(samples)) if node.gpu_allocatable else 1
+    """Pods per GPU the node advertises (time-slicing replicas; 1 for whole GPUs, and 1 when no GPU
+    sample names the node: without telemetry the GPUs per node are unknown)."""
+    return max(1, node.gpu_allocatable // len(samples)) if node.gpu_allocatable and samples else 1
 
 
 def gpu_state(node: NodeInfo, samples: Sequence[GpuSample], aggregation: str) -> GpuInfo:

@@ -179,4 +179,26 @@ def test_batch_class_model_judges_the_gpu_the_pod_gets() -> None:
         0.9
     ]
     assert judged.speculative.enabled and judged.speculative.schedule != as_interactive.speculative.schedule
-    assert _k_at(judged, 4) > _k_at(as_interactive, 4)  # small batches: more slack on the empty GPU
+    assert _k_at(judged, 2) > _k_at(as_interactive, 2)  # small batches: more slack on the empty GPU
+    assert (judged.slack or 0.0) > (as_interactive.slack or 0.0)
+    assert (judged.predicted_speedup or 0.0) > (as_interactive.predicted_speedup or 0.0)
+
+
+@pytest.mark.parametrize("spec", [{}, {"keepCapacity": False, "batchClass": "Plain"}])
+@pytest.mark.parametrize("cls", ["interactive", "batch"])
+def test_a_node_without_gpu_samples_is_a_candidate_not_a_crash(cls: str, spec: dict[str, object]) -> None:
+    """A GPU node that dcgm-exporter reports no GPU for (exporter not scraped yet, or down) is still a
+    legal candidate (I6: telemetry changes only the speculation mode): the per-row GPU flags must not
+    divide by its zero samples. Before the fix every decision raised ZeroDivisionError (the operator
+    answered Retry)."""
+
+    def with_bare(nodes: list[tuple[str, str, int, list[Gpu]]]) -> ClusterSnapshot:
+        snap = _snapshot([*nodes, ("bare", A100, 2, [])])  # no GpuSample names "bare"
+        bare = snap.nodes[-1].model_copy(update={"gpu_allocatable": 2})
+        return snap.model_copy(update={"nodes": [*snap.nodes[:-1], bare]})
+
+    d = _decide(with_bare([("h100", H100, 2, [(0.2, [8])])]), cls, 8, **spec)
+    assert d.state == "Ready"
+    assert {c.node for c in d.candidates} == {"h100", "bare"}
+    alone = _decide(with_bare([]), cls, 8, **spec)
+    assert alone.state == "Ready" and alone.node == "bare" and not alone.speculative.enabled

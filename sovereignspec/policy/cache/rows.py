@@ -72,9 +72,12 @@ class GpuRows:
 
 
 def _gpu_flags(facts: Facts, node: NodeInfo, info: GpuInfo) -> tuple[bool, bool]:
-    free = info[0]
-    empty = bool(free) and min(len(g.pods) for g in free) == 0
-    return empty, replicas(node, facts.idx.gpus_by_node.get(node.name, [])) > 1
+    """(the GPU the pod gets carries no pod; the node's GPUs take several pods). A node without GPU
+    samples is neither: nothing is known about its GPUs (I6: placement stays legal, speculation off)."""
+    free, samples = info[0], facts.idx.gpus_by_node.get(node.name, [])
+    if not free or not samples:
+        return False, False
+    return min(len(g.pods) for g in free) == 0, replicas(node, samples) > 1
 
 
 def wide(
