@@ -182,16 +182,17 @@ class SpeculationPolicySpec(Model):
         "highest predicted decode rate per sequence, S_real / t_u(B). Plain placement is the same in both.",
     )
     keep_capacity: bool = Field(
-        default=False,
-        description="Placement RelativeSpeedup (opt-in, issue 16b): among the nodes whose predicted S_real "
-        "is within minGain of the best, prefer one where the pod does not take an empty GPU that could host "
-        "several engines, slowest hardware first (docs/decision.md). False: highest S_real, then slack.",
+        default=True,
+        description="Placement RelativeSpeedup (issue 16b): a workload whose expected batch is at most "
+        "defaultExpectedBatch prefers, among the nodes whose predicted S_real is within minGain of the best, "
+        "one where the pod does not take an empty GPU that could host several engines, slowest hardware "
+        "first (docs/decision.md). False, or a larger workload: highest S_real, then slack.",
     )
     batch_class: Literal["Model", "Plain"] = Field(
-        default="Plain",
-        description="Batch-class workloads: Plain = they run plain and pack onto the most loaded node; Model "
-        "(opt-in, issue 16b) = the model decides their speculation, judged on the GPU the pod gets, and they "
-        "take an empty GPU on the fastest hardware, else pack (docs/decision.md).",
+        default="Model",
+        description="Batch-class workloads: Model (issue 16b) = the model decides their speculation, judged "
+        "on the GPU the pod gets, and they take an empty GPU on the fastest hardware, else pack; Plain = "
+        "they run plain and pack onto the most loaded node (docs/decision.md).",
     )
     alpha_quantile: float = Field(default=0.25, gt=0, lt=1)
     weak_acceptance: float = Field(

@@ -1,17 +1,19 @@
 """Placement: which candidate gets the workload, and the additive pod-set updates that pin it there.
 
 - Interactive with speculation allowed: highest S_real at the expected batch, then more slack, then
-  node name. With `keepCapacity` (opt-in), the nodes whose S_real is within minGain of the best (when
-  the best reaches 1 + minGain) come first: among them, the nodes where the pod does not take an empty
-  GPU that could host several engines, slowest hardware first (largest unloaded plain step at the
-  expected batch), then the band's other nodes by S_real. A gain the self-benefit threshold calls
-  insignificant does not spend the whole GPU or the fast card a later, larger workload needs
-  (docs/decision.md, issue 16b). Placement `Throughput` (opt-in, `spec.placement`) ranks by
-  S_real(k*, B) / t_u(B) instead, the predicted decode tokens/s per sequence (S = 1 where speculation
-  is off on the node; 0 when the node's profile or load is unknown).
-- Batch class under `batchClass: Model` (opt-in): a node where the pod gets an empty GPU, fastest
+  node name. With `keepCapacity` (the default), for a small workload (expected batch at most the
+  policy's defaultExpectedBatch) the nodes whose S_real is within minGain of the best (when the best
+  reaches 1 + minGain) come first: among them, the nodes where the pod does not take an empty GPU that
+  could host several engines, slowest hardware first (largest unloaded plain step at the expected
+  batch), then the band's other nodes by S_real. A gain the self-benefit threshold calls insignificant
+  does not spend the whole GPU or the fast card a later, larger workload needs; a larger workload would
+  lose its own absolute rate on slow hardware and is placed by S_real (docs/decision.md, issue 16b).
+  Placement `Throughput` (opt-in, `spec.placement`) ranks by S_real(k*, B) / t_u(B) instead, the
+  predicted decode tokens/s per sequence (S = 1 where speculation is off on the node; 0 when the node's
+  profile or load is unknown).
+- Batch class under `batchClass: Model` (the default): a node where the pod gets an empty GPU, fastest
   hardware first (highest unloaded plain rate at the expected batch); else the most loaded node.
-- Plain (speculation off for the workload, or batch under `batchClass: Plain`, the default): the most
+- Plain (speculation off for the workload, or batch under `batchClass: Plain`): the most
   loaded node that fits (background tensor load u when known, else the allocated GPU fraction), then name.
 - Keys are compared rounded to 1e-9 so that float noise never breaks a tie the name should break.
 - Updates are additive (I4): a key the template (or the flavor) already sets to another value is
@@ -87,7 +89,7 @@ def choose(facts: Facts, options: Options, speculating: bool, claims: Claims, ta
             key2[hit] = ev.slack_expected[options.at[hit]]
         if facts.policy.placement == "Throughput":
             key1 = rate = _predicted_rates(facts, options, claims)
-        elif facts.policy.keep_capacity:
+        elif facts.policy.keep_capacity and claims.expected_batch <= facts.policy.default_expected_batch:
             order = _keep_capacity(facts, options, claims, key1, key2, name_rank)
             return Placement(order, order if tas else [order[0]], rate)
     else:

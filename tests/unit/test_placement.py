@@ -1,5 +1,5 @@
-"""SpeculationPolicy `placement`: the default RelativeSpeedup decides as before the field existed
-(within `keepCapacity`'s band, tests/unit/test_keep_capacity.py); the opt-in Throughput ranks
+"""SpeculationPolicy `placement`: the default RelativeSpeedup picks the highest S_real (with the default
+`keepCapacity`, a node within minGain of it: tests/unit/test_keep_capacity.py); the opt-in Throughput ranks
 interactive candidates by S_real(k*, B) / t_u(B); plain placement is the same in both modes."""
 
 from __future__ import annotations
@@ -214,7 +214,7 @@ def test_modes_on_generated_heterogeneous_pools(case: tuple[AdmissionRequest, Cl
         assert same.output() == default.output()
         return
     # RelativeSpeedup: the chosen node has the highest predicted S_real among the candidates; with
-    # keepCapacity (opt-in) one within minGain of it when the best reaches 1 + minGain
+    # keepCapacity (the default) one within minGain of it when the best reaches 1 + minGain
     best_s = max(c.predicted_speedup or 0.0 for c in default.candidates)
     assert default.candidates[0].node == default.node
     kc = _decide(req, snap, SpeculationPolicySpec(keepCapacity=True))
