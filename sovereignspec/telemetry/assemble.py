@@ -34,11 +34,22 @@ EngineKey = tuple[str, str]  # namespace, pod
 K = TypeVar("K", bound=Hashable)
 
 
-def assemble(results: Mapping[Query, QueryResult], now: float, staleness_seconds: float) -> TelemetryReading:
-    """One reading from one refresh's results; every doubtful value is None with a Gap."""
+def assemble(
+    results: Mapping[Query, QueryResult],
+    now: float,
+    staleness_seconds: float,
+    pod_refs: dict[tuple[str, str], PodRef] | None = None,
+) -> TelemetryReading:
+    """One reading from one refresh's results; every doubtful value is None with a Gap. `pod_refs`: the
+    PodRefs of the previous reading by (namespace, name), reused for the pods still named (and replaced
+    in place by this reading's), so that a pod's reference is one object from refresh to refresh."""
     results = {q: [] if _empty_ok(q, r) else r for q, r in results.items()}
     gaps: list[Gap] = [r for r in results.values() if isinstance(r, Gap)]
-    gpus, newest_gpu = _gpus(results, now, staleness_seconds, gaps)
+    refs: dict[tuple[str, str], PodRef] = {}
+    gpus, newest_gpu = _gpus(results, now, staleness_seconds, gaps, refs, pod_refs or {})
+    if pod_refs is not None:
+        pod_refs.clear()
+        pod_refs.update(refs)
     engines, fresh, newest_engine = _engines(results, now, staleness_seconds, gaps)
     acceptance = _acceptance(results, fresh, gaps)
     newest = max((t for t in (newest_gpu, newest_engine) if t is not None), default=None)
@@ -144,8 +155,17 @@ def _gpu_name(key: GpuKey) -> str:
     return f"{node}/{uuid}" + (f"/mig-{gi}" if gi else "")
 
 
+def _pod_ref(key: tuple[str, str]) -> PodRef:
+    return PodRef(namespace=key[0], name=key[1])
+
+
 def _gpus(
-    results: Mapping[Query, QueryResult], now: float, staleness: float, gaps: list[Gap]
+    results: Mapping[Query, QueryResult],
+    now: float,
+    staleness: float,
+    gaps: list[Gap],
+    refs: dict[tuple[str, str], PodRef],
+    previous: Mapping[tuple[str, str], PodRef],
 ) -> tuple[list[GpuSample], float | None]:
     labels: dict[GpuKey, Mapping[str, str]] = {}
     pods: dict[GpuKey, set[tuple[str, str]]] = defaultdict(set)
@@ -193,6 +213,12 @@ def _gpus(
             gaps.append(v)
         fb[k] = None if isinstance(v, Gap) else v
 
+    def ref_of(key: tuple[str, str]) -> PodRef:
+        ref = refs.get(key)
+        if ref is None:
+            ref = refs[key] = previous.get(key) or _pod_ref(key)
+        return ref
+
     failed = _errored(results, Query.GPU_FRESHNESS)
     out: list[GpuSample] = []
     for k in sorted(labels):
@@ -207,7 +233,7 @@ def _gpus(
                 fb_free_mib=fb.get(k) if ok else None,
                 mig_profile=m.get("GPU_I_PROFILE") or None,
                 gpu_instance_id=k[2] or None,
-                pods=[PodRef(namespace=ns, name=p) for ns, p in sorted(pods.get(k, ()))],
+                pods=[ref_of(ref) for ref in sorted(pods.get(k, ()))],
             )
         )
     return out, max(seen.values(), default=None)

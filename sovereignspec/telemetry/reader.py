@@ -60,6 +60,7 @@ class PrometheusReader:
         self._cached_at = -math.inf
         # HTTP sessions kept between refreshes (their connections stay open), one per query in flight.
         self._sessions: queue.SimpleQueue[requests.Session] = queue.SimpleQueue()
+        self._pod_refs: dict[tuple[str, str], PodRef] = {}  # the last reading's (see assemble)
 
     @property
     def spec(self) -> TelemetrySpec:
@@ -125,7 +126,7 @@ class PrometheusReader:
             pool.shutdown(wait=False, cancel_futures=True)
         for q in self._queries:
             self.metrics.queries.labels(query=q.value).inc()
-        reading = assemble(results, now, self._spec.staleness_seconds)
+        reading = assemble(results, now, self._spec.staleness_seconds, self._pod_refs)
         elapsed = time.monotonic() - started
         self.metrics.refresh_seconds.observe(elapsed)
         self.metrics.record_gaps(reading.gaps)

@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from sovereignspec.model.telemetry import PodRef
 from sovereignspec.telemetry.assemble import QueryResult, assemble
 from sovereignspec.telemetry.gaps import Gap, GapCode
 from sovereignspec.telemetry.parse import VectorSample, checked_value, in_range, parse_response, parse_vector
@@ -114,6 +115,23 @@ def test_assemble_groups_time_sliced_series_and_reads_both_host_labels() -> None
     assert [(g.source, g.code.value) for g in r.gaps] == [("tpot", "nan")]
     eng_b = next(e for e in r.engines if e.pod == "b")
     assert eng_b.tpot_seconds is None and eng_b.running == 0
+
+
+def test_pod_references_are_kept_from_one_reading_to_the_next() -> None:
+    refs: dict[tuple[str, str], PodRef] = {}
+    first = assemble(base_results(), NOW, 60, refs)
+    assert set(refs) == {("t", "a"), ("t", "b")}
+    g1 = next(g for g in first.gpus if g.uuid == "G1")
+    again = assemble(base_results(), NOW, 60, refs)
+    g1_again = next(g for g in again.gpus if g.uuid == "G1")
+    assert g1_again == g1 and all(x is y for x, y in zip(g1_again.pods, g1.pods, strict=True))
+    # A pod no longer named is forgotten: the table holds the last reading's pods only.
+    moved = base_results()
+    moved[Query.TENSOR_ACTIVE] = vec((gpu("G1", pod="c", namespace="t"), 0.4))
+    third = assemble(moved, NOW, 60, refs)
+    assert set(refs) == {("t", "c")}
+    assert [p.name for p in next(g for g in third.gpus if g.uuid == "G1").pods] == ["c"]
+    assert assemble(base_results(), NOW, 60) == assemble(base_results(), NOW, 60, {})
 
 
 def test_assemble_mig_instances_are_separate_gpus() -> None:
