@@ -39,7 +39,7 @@ from sovereignspec.model.cluster import NodeInfo
 from sovereignspec.model.speedup import slack_scalar
 from sovereignspec.model.steptime import compute_part, stretched
 from sovereignspec.model.workload import WorkloadInfo
-from sovereignspec.policy.budget import Budget
+from sovereignspec.policy.budget import Budget, FloatArray, IntArray
 from sovereignspec.policy.cache.facts import Facts
 from sovereignspec.policy.claims import Claims, shown
 from sovereignspec.policy.node_state import GpuInfo, plain_inputs
@@ -47,9 +47,6 @@ from sovereignspec.policy.pin import Pins
 from sovereignspec.policy.record import ReasonType
 from sovereignspec.policy.sovereignty import TenantRules
 from sovereignspec.policy.speculation import Options
-
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True)
