@@ -52,6 +52,12 @@ def _key(body: Mapping[str, Any]) -> tuple[str, str]:
     return str(meta.get("namespace") or "default"), str(meta.get("name"))
 
 
+def _has_checks(body: Mapping[str, Any]) -> bool:
+    """The Workload carries admission check entries: without any, no entry is ours to answer, and
+    neither the drift sweep nor resync reads its body."""
+    return bool((body.get("status") or {}).get("admissionChecks"))
+
+
 def _lean(body: Mapping[str, Any]) -> dict[str, Any]:
     """A shallow copy of a body to keep in an index, without metadata.managedFields: nothing reads
     them, and they were more than half of a held Workload's memory (25 -> 10 KB as Python objects)."""
@@ -131,7 +137,7 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
     def deleted_or_checked(type: str | None, body: kopf.Body, **_: Any) -> bool:
         """A Workload event the controller acts on: a deletion, or a body with admission check
         entries (without any, `Controller.on_workload` returns at once: no entry is ours)."""
-        return type == "DELETED" or bool((body.get("status") or {}).get("admissionChecks"))
+        return type == "DELETED" or _has_checks(body)
 
     @kopf.index("", "v1", "nodes", registry=registry, id="ss_nodes")
     async def ss_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
@@ -210,7 +216,7 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
             ctrl.mirror.holding.put(
                 _key(body), WorkloadRef(namespace=namespace or "default", name=name, uid=uid)
             )
-            if (body.get("status") or {}).get("admissionChecks"):
+            if _has_checks(body):
                 return {("body", namespace, name): _lean(body)}
             return {}
         ctrl.mirror.holding.put(_key(body), None)
