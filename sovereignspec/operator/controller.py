@@ -642,6 +642,11 @@ def holding(body: Mapping[str, Any]) -> bool:
     return reserved and not _condition(body, "Evicted") and not _condition(body, "Finished")
 
 
+def finished(body: Mapping[str, Any]) -> bool:
+    """The Workload is Finished (terminal: Kueue never admits it again)."""
+    return _condition(body, "Finished")
+
+
 def _post_event(body: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
     """kopf.event, best effort: outside a kopf handler (resync and drift sweeps run in our own tasks)
     kopf has no event queue in the context and raises LookupError; the decision is already written."""

@@ -1,7 +1,8 @@
-"""Per-decision gauges for dashboards, read from the live kopf index of SpeculationDecisions at scrape time.
+"""Per-decision gauges for dashboards, read from the operator's mirror of SpeculationDecisions at scrape time.
 
-A collector instead of gauges set by the controller: the series follow the decisions that exist (a
-deleted Workload's decision disappears from the index and from /metrics), with no bookkeeping. Only
+A collector instead of gauges set by the controller: the series follow the decisions the operator holds
+(a deleted Workload's decision, and a Finished one's once its pods are gone, disappear from the mirror
+and from /metrics), with no bookkeeping. Only
 decisions written by the operator itself (managed-by label) are exported: a tenant cannot inject
 series. Cardinality is one series per decision and metric.
 """
@@ -21,23 +22,20 @@ log = logging.getLogger(__name__)
 LABELS = ["namespace", "workload", "node", "mode"]
 
 
-def _decisions(indexes: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
-    if indexes is None:
-        return []
-    store = indexes.get("ss_decisions")
+def _decisions(store: Mapping[Any, Mapping[str, Any]] | None) -> list[Mapping[str, Any]]:
     if store is None:
         return []
-    for _ in range(3):  # the index changes on the event loop while a scrape reads it from its thread
+    for _ in range(3):  # the mirror changes on the event loop while a scrape reads it from its thread
         try:
-            return [b for s in list(store.values()) for b in list(s)]
+            return list(store.values())
         except RuntimeError:
             continue
     return []
 
 
 class DecisionCollector(Collector):
-    def __init__(self, indexes: Callable[[], Mapping[str, Any] | None]) -> None:
-        self._indexes = indexes
+    def __init__(self, decisions: Callable[[], Mapping[Any, Mapping[str, Any]] | None]) -> None:
+        self._decisions = decisions
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         speedup = GaugeMetricFamily(
@@ -56,9 +54,9 @@ class DecisionCollector(Collector):
             labels=LABELS,
         )
         try:
-            items = _decisions(self._indexes())
+            items = _decisions(self._decisions())
         except Exception:  # a scrape must never fail because of a malformed object
-            log.exception("decision metrics: cannot read the decision index")
+            log.exception("decision metrics: cannot read the decisions")
             items = []
         for body in items:
             meta = body.get("metadata") or {}

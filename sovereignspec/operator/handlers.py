@@ -15,7 +15,7 @@ import kopf
 
 from sovereignspec.kube.pod_workloads import owner_pod, with_pod_metadata
 from sovereignspec.model.cluster import WorkloadRef
-from sovereignspec.operator.controller import Controller, holding
+from sovereignspec.operator.controller import Controller, finished, holding
 from sovereignspec.operator.metrics import WATCH_EVENTS
 from sovereignspec.operator.views import Views, index_values, read_views
 from sovereignspec.policy.parse import (
@@ -192,11 +192,13 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
         return {name: p} if p is not None else {}
 
     @kopf.index(*OURS, "speculationdecisions", registry=registry, id="ss_decisions")
-    async def ss_decisions(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    async def ss_decisions(body: kopf.Body, **_: Any) -> dict[Any, Any]:
+        # The mirror is the one place that holds decisions: it drops a Finished Workload's decision
+        # once no pod runs under it, which an index value (replaced only on the decision's own events)
+        # could not; the decision metrics read the mirror too.
         _EVENTS_DECISIONS.inc()
-        raw = _lean(body)
-        ctrl.mirror.put_decision(_key(body), raw)
-        return {(namespace, name): raw}
+        ctrl.mirror.put_decision(_key(body), _lean(body))
+        return {}
 
     @kopf.on.event(*OURS, "speculationdecisions", registry=registry, when=deleted)
     async def on_decision(type: str | None, body: kopf.Body, **_: Any) -> None:
@@ -209,6 +211,7 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
         namespace: str | None, name: str, uid: str, body: kopf.Body, **_: Any
     ) -> dict[Any, Any]:
         _EVENTS_WORKLOADS.inc()
+        ctrl.mirror.put_finished(_key(body), uid if finished(body) else None)
         # Which workloads hold quota lives in the mirror; the index keeps their bodies (drift, resync)
         # when they have an admission check entry at all: a body without one is read by neither (a
         # Workload of a ClusterQueue without checks; an entry added later comes with a new event).
@@ -257,6 +260,7 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
         if type == "DELETED":
             _EVENTS_WORKLOADS.inc()
             ctrl.mirror.holding.put(_key(body), None)
+            ctrl.mirror.put_finished(_key(body), None)
             ctrl.forget(uid)
             return
         await ctrl.on_workload(with_owner_pod(dict(body), kw), lambda: views(kw), ctrl_checks(kw))

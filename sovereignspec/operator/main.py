@@ -93,7 +93,7 @@ async def _amain(settings: OperatorSettings) -> int:
     health.reasons = ["starting controller"]
     controller = Controller(settings=settings, api=api, health=health)
     registry = build_registry(controller)
-    decision_metrics = DecisionCollector(lambda: controller.indexes)
+    decision_metrics = DecisionCollector(lambda: controller.mirror.decisions.items)
     REGISTRY.register(decision_metrics)
     try:
         await kopf.operator(

@@ -13,12 +13,17 @@ that re-annotates its running pod changes nothing. The link is the decision the 
 and stays until the pod is gone, so re-pointing or removing the annotation later does not undo it: the
 pod keeps that decision's claims and keeps consuming its reservation (removing the annotation used to
 make the reservation look unconsumed and fence off a second GPU).
+
+A Finished Workload's decision reserves nothing (its reservation is untrusted) and, once no pod runs
+under it, no decision reads it: the mirror drops it then (the Workload stays, often for ever, and so
+did every decision body: 2,000 of them at the end of the bench's queued phase). Whichever arrives
+first, the Finished Workload or its decision, the result is the same, so a restart rebuilds it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
-from typing import Generic, TypeVar
+from collections.abc import Hashable, Mapping
+from typing import Any, Generic, TypeVar
 
 from sovereignspec.api.meta import ANNOTATION_DECISION
 from sovereignspec.model.cluster import PodInfo, RecordedClaims, WorkloadRef
@@ -64,6 +69,16 @@ class Table(Generic[K, V]):
 
 PodKey = tuple[str, str]
 DecisionKey = tuple[str, str]
+WorkloadKey = tuple[str, str]
+
+
+def owner_uid(raw: Mapping[str, Any]) -> str | None:
+    """The uid of the Workload that controls a SpeculationDecision (None when none does)."""
+    for o in (raw.get("metadata") or {}).get("ownerReferences") or ():
+        if isinstance(o, Mapping) and o.get("kind") == "Workload" and o.get("controller"):
+            uid = o.get("uid")
+            return str(uid) if uid else None
+    return None
 
 
 class Mirror:
@@ -79,6 +94,27 @@ class Mirror:
         self._recorded: dict[DecisionKey, RecordedClaims] = {}
         self._link: dict[PodKey, DecisionKey] = {}
         self._linked: dict[DecisionKey, set[PodKey]] = {}
+        self._finished: dict[WorkloadKey, str] = {}
+        """Finished Workloads by (namespace, name), with their uid; a decision is named after its
+        Workload, so a finished one's decision has the same key."""
+
+    def put_finished(self, key: WorkloadKey, uid: str | None) -> None:
+        """The Workload `key` is Finished (`uid`: its uid) or not, or is gone (None)."""
+        if uid is None:
+            self._finished.pop(key, None)
+        elif self._finished.get(key) != uid:
+            self._finished[key] = uid
+            self._drop_if_done(key)
+
+    def _done(self, key: DecisionKey, raw: Mapping[str, Any]) -> bool:
+        """The decision belongs to a Finished Workload and no pod runs under it: nothing reads it."""
+        uid = self._finished.get(key)
+        return uid is not None and owner_uid(raw) == uid and not self._linked.get(key)
+
+    def _drop_if_done(self, key: DecisionKey) -> None:
+        raw = self.decisions.items.get(key)
+        if raw is not None and self._done(key, raw):
+            self.put_decision(key, None)
 
     def put_pod(
         self, key: PodKey, pod: PodInfo | None, ref: PodRef | None = None, ident: DraftIdentity | None = None
@@ -101,7 +137,10 @@ class Mirror:
         self._identities_copy = None
 
     def put_decision(self, key: DecisionKey, raw: dict[str, object] | None) -> None:
-        """Store (None: forget) a SpeculationDecision; the pods linked to it get its recorded claims."""
+        """Store (None: forget) a SpeculationDecision; the pods linked to it get its recorded claims. A
+        Finished Workload's decision without pods is not kept."""
+        if raw is not None and self._done(key, raw):
+            raw = None
         self.decisions.put(key, raw)
         rec = recorded_claims(raw) if raw is not None else None
         if rec == self._recorded.get(key):
@@ -137,6 +176,7 @@ class Mirror:
                 pods.discard(key)
                 if not pods:
                     del self._linked[link]
+                    self._drop_if_done(link)
 
     def identities(self) -> dict[PodRef, DraftIdentity]:
         """The pods' draft identities: a new dict after each change, the same one until the next."""
