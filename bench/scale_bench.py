@@ -554,6 +554,9 @@ def main() -> int:
     )
     ap.add_argument("--runtime-max", type=int, default=40)
     ap.add_argument("--queued-timeout", type=float, default=1800.0)
+    ap.add_argument(
+        "--idle-seconds", type=float, default=60.0, help="idle window after the ample bursts (background CPU)"
+    )
     args = ap.parse_args()
     if args.quick:
         args.nodes, args.workloads, args.burst = 100, 200, 50
@@ -683,8 +686,25 @@ def main() -> int:
         alone_names: list[str] = []
         arm = {
             # arm: (namespaces, job-name prefix, spans, CPU-seconds, API requests, watch events)
-            "alone": {"ns": alone_ns, "prefix": "a", "span": 0.0, "cpu": 0.0, "req": 0.0, "events": 0.0},
-            "check": {"ns": tenants, "prefix": "w", "span": 0.0, "cpu": 0.0, "req": 0.0, "events": 0.0},
+            # and the wall time over which the CPU was sampled.
+            "alone": {
+                "ns": alone_ns,
+                "prefix": "a",
+                "span": 0.0,
+                "cpu": 0.0,
+                "req": 0.0,
+                "events": 0.0,
+                "wall": 0.0,
+            },
+            "check": {
+                "ns": tenants,
+                "prefix": "w",
+                "span": 0.0,
+                "cpu": 0.0,
+                "req": 0.0,
+                "events": 0.0,
+                "wall": 0.0,
+            },
         }
         events_by_kind: dict[str, float] = defaultdict(float)
         busy = 0.0
@@ -718,6 +738,7 @@ def main() -> int:
                 keys = wait_arm(watcher, set(a["ns"]), f"job-{a['prefix']}", set(done), n, what)
                 done += sorted(keys)
                 a["cpu"] += proc_cpu_seconds(op.proc.pid) - c_a
+                a["wall"] += time.monotonic() - t_submit
                 e_b = watch_events(op.metrics())
                 a["req"] += ident.requests() - r_a
                 a["events"] += sum(e_b.values()) - sum(e_a.values())
@@ -747,6 +768,25 @@ def main() -> int:
             for how in ("reused", "patched", "full")
         }
         drift_paced = metric_sum(metrics_text, "sovereignspec_drift_checks_total")
+
+        # Background: the operator's CPU per second of wall while nothing is submitted, right after the
+        # paced bursts (their workloads held, so the drift sweep has its full load; the telemetry refresh
+        # runs as in the bursts). It splits the check bursts' CPU into the time-paced part and the part
+        # per decision (`decisionsPerMarginalCpuSecond`); `decisionsPerCpuSecond` still counts all of it.
+        time.sleep(5)  # the last burst's tail of pod events
+        idle_c0, idle_t0 = proc_cpu_seconds(op.proc.pid), time.monotonic()
+        idle_e0 = watch_events(op.metrics())
+        idle_d0, idle_r0 = metric_sum(op.metrics(), "sovereignspec_drift_checks_total"), qpr()[1]
+        time.sleep(args.idle_seconds)
+        idle_m = op.metrics()
+        idle = {
+            "cpu": proc_cpu_seconds(op.proc.pid) - idle_c0,
+            "wall": time.monotonic() - idle_t0,
+            "events": sum(watch_events(idle_m).values()) - sum(idle_e0.values()),
+            "drift": metric_sum(idle_m, "sovereignspec_drift_checks_total") - idle_d0,
+            "refreshes": qpr()[1] - idle_r0,
+        }
+        idle_rate = idle["cpu"] / idle["wall"] if idle["wall"] > 0 else float("nan")
 
         decided = [r for r in log_records(op, "decided") if isinstance(r.get("durationMs"), int | float)]
         op_ms = [float(r["durationMs"]) for r in decided]
@@ -856,6 +896,7 @@ def main() -> int:
         violations = check_invariants(pool, tenants + q_ns["check"])
 
         cpu_s = arm["check"]["cpu"]
+        marginal = cpu_s - idle_rate * arm["check"]["wall"]
         req0, req1 = 0.0, arm["check"]["req"]
         ratio = {
             q: round(pct(adm["check"], q) / pct(adm["alone"], q), 3) if pct(adm["alone"], q) > 0 else None
@@ -894,6 +935,10 @@ def main() -> int:
             "ampleQuotaAdmissionRatioP50": ratio[0.5],
             "ampleQuotaAdmissionRatioP99": ratio[0.99],
             "operatorRssMbAllPhases": round(max(sampler.max_rss, rss_now, queued.get("rss", 0.0)), 1),
+            # The operator's CPU per second of wall while idle after the ample bursts (same run), and the
+            # check bursts' decisions over their CPU less that rate times their wall time.
+            "operatorIdleCpuMsPerS": round(1000 * idle_rate, 1),
+            "decisionsPerMarginalCpuSecond": round(decisions / marginal, 1) if marginal > 0 else None,
         }
         print(
             f"run: {args.nodes} KWOK nodes x 8 GPUs, {len(JURISDICTIONS)} jurisdictions, "
@@ -1023,6 +1068,14 @@ def main() -> int:
         print(
             "Prometheus queries per refresh by phase: "
             + ", ".join(f"{p}={'n/a (no refresh)' if v is None else f'{v:.2f}'}" for p, v in phases)
+        )
+        print(
+            f"background (idle {idle['wall']:.0f} s after the ample bursts, their workloads held): operator "
+            f"CPU {1000 * idle_rate:.1f} ms per s ({idle['events']:.0f} watch events, {idle['drift']:.0f} drift "
+            f"evaluations, {idle['refreshes']:.0f} telemetry refreshes); the check bursts' "
+            f"{arm['check']['wall']:.0f} s at that rate: {idle_rate * arm['check']['wall']:.1f} of "
+            f"{cpu_s:.1f} CPU-seconds -> {decisions / marginal if marginal > 0 else float('nan'):.1f} decisions "
+            f"per marginal CPU-second"
         )
         print(
             f"API requests by the operator: {req1 - req0:.0f} -> "
