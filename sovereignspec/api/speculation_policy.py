@@ -188,6 +188,15 @@ class SpeculationPolicySpec(Model):
         "one where the pod does not take an empty GPU that could host several engines, slowest hardware "
         "first (docs/decision.md). False, or a larger workload: highest S_real, then slack.",
     )
+    spare_whole_gpus: bool = Field(
+        default=False,
+        description="Placement RelativeSpeedup (issue 16 part 3; opt-in, measured and not adopted): a "
+        "workload whose expected batch is above defaultExpectedBatch ranks the nodes where its pod would "
+        "take an empty GPU after the others when one of those predicts at least their decode rate "
+        "S_real / t_u(B); under keepCapacity a smaller workload's band also holds the nodes predicting at "
+        "least the S_real-best node's rate, and takes the smallest share of hardware first (unloaded "
+        "plain step times engines per GPU) (docs/decision.md). False (the default): the session-8 rules.",
+    )
     batch_class: Literal["Model", "Plain"] = Field(
         default="Model",
         description="Batch-class workloads: Model (issue 16b) = the model decides their speculation, judged "

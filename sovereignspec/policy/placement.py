@@ -11,6 +11,13 @@
   Placement `Throughput` (opt-in, `spec.placement`) ranks by S_real(k*, B) / t_u(B) instead, the
   predicted decode tokens/s per sequence (S = 1 where speculation is off on the node; 0 when the node's
   profile or load is unknown).
+- `spareWholeGpus` (opt-in, RelativeSpeedup; measured, not adopted): a workload above
+  defaultExpectedBatch ranks the nodes where its pod would take an empty GPU after the others when one
+  of those predicts at least their decode rate S_real / t_u(B) (an idle slow card's higher relative
+  speed-up does not justify a whole GPU that a loaded fast one beats in tokens/s); in a small
+  workload's band the nodes predicting at least the S_real-best node's rate join it, and the hardware
+  key is the share of hardware the slot holds, the unloaded plain step times the engines per GPU (a
+  whole H100 costs more than a third of an H200) (docs/decision.md, issue 16 part 3).
 - Batch class under `batchClass: Model` (the default): a node where the pod gets an empty GPU, fastest
   hardware first (highest unloaded plain rate at the expected batch); else the most loaded node.
 - Plain (speculation off for the workload, or batch under `batchClass: Plain`): the most
@@ -42,7 +49,7 @@ from sovereignspec.model.workload import WorkloadInfo
 from sovereignspec.policy.budget import Budget, FloatArray, IntArray
 from sovereignspec.policy.cache.facts import Facts
 from sovereignspec.policy.claims import Claims, shown
-from sovereignspec.policy.node_state import GpuInfo, plain_inputs
+from sovereignspec.policy.node_state import GpuInfo, plain_inputs, replicas
 from sovereignspec.policy.pin import Pins
 from sovereignspec.policy.record import ReasonType
 from sovereignspec.policy.sovereignty import TenantRules
@@ -77,6 +84,7 @@ def choose(facts: Facts, options: Options, speculating: bool, claims: Claims, ta
         key1, key2 = _batch_keys(facts, options, claims, _plain_keys(options))
         order = np.lexsort((name_rank, -np.round(key2, 9), -key1)).tolist()
         return Placement(order, order if tas else [order[0]], None)
+    spared = np.zeros(n_cand)
     if speculating:
         key1, key2 = np.ones(n_cand), np.full(n_cand, -1.0)
         hit = options.at >= 0
@@ -84,14 +92,17 @@ def choose(facts: Facts, options: Options, speculating: bool, claims: Claims, ta
         if ev is not None:
             key1[hit] = ev.speedup_expected[options.at[hit]]
             key2[hit] = ev.slack_expected[options.at[hit]]
+        small = claims.expected_batch <= facts.policy.default_expected_batch
         if facts.policy.placement == "Throughput":
             key1 = rate = _predicted_rates(facts, options, claims)
-        elif facts.policy.keep_capacity and claims.expected_batch <= facts.policy.default_expected_batch:
+        elif facts.policy.keep_capacity and small:
             order = _keep_capacity(facts, options, claims, key1, key2, name_rank)
             return Placement(order, order if tas else [order[0]], rate)
+        elif facts.policy.spare_whole_gpus:
+            spared = _whole_gpu_dominated(facts, options, claims).astype(np.float64)
     else:
         key1, key2 = _plain_keys(options)
-    order = np.lexsort((name_rank, -np.round(key2, 9), -np.round(key1, 9))).tolist()
+    order = np.lexsort((name_rank, -np.round(key2, 9), -np.round(key1, 9), spared)).tolist()
     return Placement(order, order if tas else [order[0]], rate)
 
 
@@ -153,18 +164,42 @@ def _keep_capacity(
     """Candidates, best first, under `keepCapacity`: the band of S_real within minGain of the best (when
     the best reaches 1 + minGain) first; in it, the nodes where the pod keeps whole GPUs free, slowest
     hardware first, then slack and name; then the band's other nodes, and after the band every other
-    node, by S_real, slack and name."""
+    node, by S_real, slack and name. With `spareWholeGpus` the band also holds the nodes that speculate
+    and predict at least the S_real-best node's decode rate, and "slowest" is the unloaded plain step
+    times the engines per GPU (the smallest share of hardware first)."""
     s = np.round(speedup, 9)
     best = float(s.max()) if s.size else 1.0
     gain = 1.0 + facts.policy.min_gain
     band = (s >= best / gain) & (best >= gain)
+    spare = facts.policy.spare_whole_gpus
+    if spare and best >= gain:
+        rate = np.round(_predicted_rates(facts, options, claims), 9)
+        band |= (rate >= rate[int(np.argmax(s))]) & (s >= gain)
     empty, shared = _gpu_flags(options)
     keep = (band & ~(empty & shared)).astype(np.float64)  # the pod does not take a whole multi-pod GPU
-    slow = np.where(keep > 0, _unloaded_steps(options), 0.0)
+    share = _engines_per_gpu(facts, options) if spare else 1.0
+    slow = np.where(keep > 0, _unloaded_steps(options) * share, 0.0)
     by_speedup = np.where(keep > 0, 0.0, s)
     keys = (name_rank, -np.round(slack, 9), -by_speedup, -np.round(slow, 12), -keep, -band.astype(np.float64))
     order: list[int] = np.lexsort(keys).tolist()
     return order
+
+
+def _engines_per_gpu(facts: Facts, options: Options) -> FloatArray:
+    """Pods per GPU each candidate advertises (time-slicing replicas; 1 for whole GPUs)."""
+    by_node = facts.idx.gpus_by_node
+    return np.array([replicas(n, by_node.get(n.name, [])) for n in options.cands.nodes], dtype=np.float64)
+
+
+def _whole_gpu_dominated(facts: Facts, options: Options, claims: Claims) -> npt.NDArray[np.bool_]:
+    """Candidates where the pod would take an empty GPU while a candidate where it shares an occupied
+    one predicts at least their decode rate S_real / t_u(B) (all False without GPU telemetry)."""
+    empty = _gpu_flags(options)[0]
+    if not empty.any() or empty.all():
+        return np.zeros(len(empty), dtype=bool)
+    rate = np.round(_predicted_rates(facts, options, claims), 9)
+    best_shared = float(rate[~empty].max())
+    return empty & (rate <= best_shared) & (best_shared > 0)
 
 
 def _batch_keys(
