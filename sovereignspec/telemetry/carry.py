@@ -1,0 +1,29 @@
+"""What one reading hands to the next, so that a refresh rebuilds only what changed.
+
+A GPU or engine whose inputs (its values after validation and freshness, its labels and pods) are
+those of the previous reading keeps the previous reading's sample object; a pod keeps its `PodRef`.
+Equal inputs give an equal sample, so the reading's contents do not depend on the carry; building the
+pydantic samples was a third of the assembly at 4,000 GPUs (docs/scale.md, session 10).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sovereignspec.model.telemetry import EngineSample, GpuSample, PodRef
+from sovereignspec.telemetry.results import EngineKey, GpuKey, PodKey
+
+# model name, tensor active, FB free, MIG profile, pods (sorted)
+GpuInputs = tuple[str | None, float | None, float | None, str | None, tuple[PodKey, ...]]
+# TPOT, running, waiting, model name
+EngineInputs = tuple[float | None, float | None, float | None, str | None]
+
+
+@dataclass
+class Carry:
+    """The last reading's samples by key, with the inputs each was built from. Not thread-safe: the
+    reader uses it under its lock."""
+
+    pod_refs: dict[PodKey, PodRef] = field(default_factory=dict)
+    gpus: dict[GpuKey, tuple[GpuInputs, GpuSample]] = field(default_factory=dict)
+    engines: dict[EngineKey, tuple[EngineInputs, EngineSample]] = field(default_factory=dict)
