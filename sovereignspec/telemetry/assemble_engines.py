@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from sovereignspec.model.telemetry import EngineSample
-from sovereignspec.telemetry.carry import Carry, EngineInputs
+from sovereignspec.telemetry.carry import Carry
 from sovereignspec.telemetry.gaps import Gap, GapCode
 from sovereignspec.telemetry.parse import checked_value
 from sovereignspec.telemetry.queries import Query
@@ -66,7 +66,7 @@ def engines(
 
     failed = errored(results, FRESHNESS)
     previous = carry.engines
-    kept: dict[EngineKey, tuple[EngineInputs, EngineSample]] = {}
+    kept: dict[EngineKey, EngineSample] = {}
     out: list[EngineSample] = []
     fresh: set[EngineKey] = set()
     for k in sorted(keys):
@@ -78,25 +78,20 @@ def engines(
             stale = freshness_gap(FRESHNESS, engine_name(k), ts, now, staleness, failed)
             if stale is not None:
                 gaps.append(stale)
-        inputs: EngineInputs = (
-            tpot.get(k) if ok else None,
-            running.get(k) if ok else None,
-            waiting.get(k) if ok else None,
-            models.get(k),
-        )
-        hit = previous.get(k)
-        if hit is not None and hit[0] == inputs:
-            sample = hit[1]
-        else:
+        t, r, w = (tpot.get(k), running.get(k), waiting.get(k)) if ok else (None, None, None)
+        model = models.get(k)
+        sample = previous.get(k)
+        if (
+            sample is None
+            or sample.tpot_seconds != t
+            or sample.running != r
+            or sample.waiting != w
+            or sample.model_name != model
+        ):
             sample = EngineSample(
-                namespace=k[0],
-                pod=k[1],
-                tpot_seconds=inputs[0],
-                running=inputs[1],
-                waiting=inputs[2],
-                model_name=inputs[3],
+                namespace=k[0], pod=k[1], tpot_seconds=t, running=r, waiting=w, model_name=model
             )
-        kept[k] = (inputs, sample)
+        kept[k] = sample
         out.append(sample)
     carry.engines = kept
     return out, fresh, max(seen.values(), default=None)

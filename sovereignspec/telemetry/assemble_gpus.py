@@ -8,10 +8,10 @@ the answers' series, as they always did, so a reading is the same whatever the s
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from sovereignspec.model.telemetry import GpuSample, PodRef
-from sovereignspec.telemetry.carry import Carry, GpuInputs
+from sovereignspec.telemetry.carry import Carry
 from sovereignspec.telemetry.gaps import Gap, GapCode
 from sovereignspec.telemetry.parse import VectorSample, checked_value
 from sovereignspec.telemetry.queries import Query
@@ -44,7 +44,7 @@ def gpus(
 
     failed = errored(results, FRESHNESS)
     previous, prev_refs = carry.gpus, carry.pod_refs
-    kept: dict[GpuKey, tuple[GpuInputs, GpuSample]] = {}
+    kept: dict[GpuKey, GpuSample] = {}
     refs: dict[PodKey, PodRef] = {}
     out: list[GpuSample] = []
     for k in sorted(labels):
@@ -55,17 +55,19 @@ def gpus(
             if gap is not None:
                 gaps.append(gap)
         m = labels[k]
-        pod_keys = tuple(sorted(pods[k])) if k in pods else ()
-        inputs: GpuInputs = (
-            m.get("modelName") or None,
-            tensor.get(k) if ok else None,
-            fb.get(k) if ok else None,
-            m.get("GPU_I_PROFILE") or None,
-            pod_keys,
-        )
-        hit = previous.get(k)
-        if hit is not None and hit[0] == inputs:
-            sample = hit[1]
+        model, profile = m.get("modelName") or None, m.get("GPU_I_PROFILE") or None
+        tensor_active, fb_free = (tensor.get(k), fb.get(k)) if ok else (None, None)
+        on_gpu = pods.get(k)
+        pod_keys = sorted(on_gpu) if on_gpu else ()
+        sample = previous.get(k)
+        if (
+            sample is not None
+            and sample.tensor_active == tensor_active
+            and sample.fb_free_mib == fb_free
+            and sample.model_name == model
+            and sample.mig_profile == profile
+            and _same_pods(sample.pods, pod_keys)
+        ):
             for pk, ref in zip(pod_keys, sample.pods, strict=True):
                 refs[pk] = ref
         else:
@@ -78,17 +80,23 @@ def gpus(
             sample = GpuSample(
                 node=k[0],
                 uuid=k[1],
-                model_name=inputs[0],
-                tensor_active=inputs[1],
-                fb_free_mib=inputs[2],
-                mig_profile=inputs[3],
+                model_name=model,
+                tensor_active=tensor_active,
+                fb_free_mib=fb_free,
+                mig_profile=profile,
                 gpu_instance_id=k[2] or None,
                 pods=pod_refs,
             )
-        kept[k] = (inputs, sample)
+        kept[k] = sample
         out.append(sample)
     carry.gpus, carry.pod_refs = kept, refs
     return out, max(seen.values(), default=None)
+
+
+def _same_pods(refs: list[PodRef], keys: Sequence[PodKey]) -> bool:
+    if len(refs) != len(keys):
+        return False
+    return all(r.namespace == k[0] and r.name == k[1] for r, k in zip(refs, keys, strict=True))
 
 
 def _key(q: Query, m: Mapping[str, str], gaps: list[Gap]) -> GpuKey | None:

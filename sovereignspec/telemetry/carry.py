@@ -13,17 +13,13 @@ from dataclasses import dataclass, field
 from sovereignspec.model.telemetry import EngineSample, GpuSample, PodRef
 from sovereignspec.telemetry.results import EngineKey, GpuKey, PodKey
 
-# model name, tensor active, FB free, MIG profile, pods (sorted)
-GpuInputs = tuple[str | None, float | None, float | None, str | None, tuple[PodKey, ...]]
-# TPOT, running, waiting, model name
-EngineInputs = tuple[float | None, float | None, float | None, str | None]
-
 
 @dataclass
 class Carry:
-    """The last reading's samples by key, with the inputs each was built from. Not thread-safe: the
-    reader uses it under its lock."""
+    """The last reading's samples and pod references by key. Not thread-safe: the reader uses it under
+    its lock. A sample is its own record of its inputs (the assembly compares them field by field), so
+    keeping it costs no object beyond the sample: what survives a refresh is what the collector walks."""
 
     pod_refs: dict[PodKey, PodRef] = field(default_factory=dict)
-    gpus: dict[GpuKey, tuple[GpuInputs, GpuSample]] = field(default_factory=dict)
-    engines: dict[EngineKey, tuple[EngineInputs, EngineSample]] = field(default_factory=dict)
+    gpus: dict[GpuKey, GpuSample] = field(default_factory=dict)
+    engines: dict[EngineKey, EngineSample] = field(default_factory=dict)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import math
+import os
 import queue
 import threading
 import time
@@ -65,6 +66,8 @@ class PrometheusReader:
         # HTTP sessions kept between refreshes (their connections stay open), one per query in flight.
         self._sessions: queue.SimpleQueue[requests.Session] = queue.SimpleQueue()
         self._carry = Carry()  # what the last reading hands to the next (see carry.py)
+        self._pool: cf.ThreadPoolExecutor | None = None  # the fetching threads, while none got stuck
+        self._pool_size = 0
 
     @property
     def spec(self) -> TelemetrySpec:
@@ -115,8 +118,11 @@ class PrometheusReader:
         now = self._clock()
         timeout = self._spec.query_timeout_seconds
         answers: dict[Query, bytes | Gap] = {}
-        # A fresh pool per refresh: a query stuck past the deadline must not block the next refresh.
-        pool = cf.ThreadPoolExecutor(max_workers=len(self._queries), thread_name_prefix="promql")
+        pool = self._pool
+        if pool is None or self._pool_size != len(self._queries):
+            pool = cf.ThreadPoolExecutor(max_workers=len(self._queries), thread_name_prefix="promql")
+        self._pool, self._pool_size = None, len(self._queries)
+        finished = False
         try:
             futures = {q: pool.submit(self._fetch, q, promql, timeout) for q, promql in self._queries.items()}
             done, _ = cf.wait(futures.values(), timeout=timeout + 0.25)
@@ -126,8 +132,15 @@ class PrometheusReader:
                 else:
                     fut.cancel()
                     answers[q] = Gap(q.value, GapCode.TIMEOUT, f"no answer within {timeout:g}s")
+            finished = len(done) == len(futures)
         finally:
-            pool.shutdown(wait=False, cancel_futures=True)
+            # The pool is kept while every query came back (starting ten threads per refresh was a tenth
+            # of a small refresh's CPU); after a query stuck past the deadline it is dropped, and the
+            # next refresh gets fresh threads, never blocked behind the stuck one.
+            if finished:
+                self._pool = pool
+            else:
+                pool.shutdown(wait=False, cancel_futures=True)
         for q in self._queries:
             self.metrics.queries.labels(query=q.value).inc()
         # The answers are decoded here, not in the fetching threads: one thread, no I/O, so the
@@ -159,6 +172,14 @@ class PrometheusReader:
         except queue.Empty:
             session = requests.Session()
             session.mount(self.url, HTTPAdapter(max_retries=_NO_RETRY))
+            # What requests looks up in the environment on every request (proxies, CA bundle, ~/.netrc),
+            # looked up once per session: the look-ups were a fifth of the CPU of a small query.
+            session.proxies.update(requests.utils.get_environ_proxies(self.url))
+            bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+            if bundle:
+                session.verify = bundle
+            session.auth = requests.utils.get_netrc_auth(self.url)
+            session.trust_env = False
             return session
 
     def _fetch(self, q: Query, promql: str, timeout: float) -> bytes | Gap:
