@@ -119,7 +119,10 @@ class PrometheusReader:
         timeout = self._spec.query_timeout_seconds
         answers: dict[Query, bytes | Gap] = {}
         pool = self._pool
-        if pool is None or self._pool_size != len(self._queries):
+        if pool is not None and self._pool_size != len(self._queries):
+            pool.shutdown(wait=False)  # the policy changed the set of queries
+            pool = None
+        if pool is None:
             pool = cf.ThreadPoolExecutor(max_workers=len(self._queries), thread_name_prefix="promql")
         self._pool, self._pool_size = None, len(self._queries)
         finished = False
