@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import math
+import os
 import queue
 import threading
 import time
@@ -23,7 +24,9 @@ from sovereignspec.api.telemetry_spec import TelemetrySpec
 from sovereignspec.model.telemetry import PodRef, TelemetrySnapshot
 from sovereignspec.telemetry.annotations import DraftIdentity
 from sovereignspec.telemetry.assemble import QueryResult, assemble
+from sovereignspec.telemetry.carry import Carry
 from sovereignspec.telemetry.gaps import Gap, GapCode
+from sovereignspec.telemetry.gcpause import collector_paused
 from sovereignspec.telemetry.join import build_snapshot
 from sovereignspec.telemetry.metrics import TelemetryMetrics
 from sovereignspec.telemetry.parse import parse_response
@@ -54,13 +57,17 @@ class PrometheusReader:
         self._queries = effective_queries(self._spec)
         self._clock = clock
         self.metrics = metrics or TelemetryMetrics(registry=None)
-        self._headers = dict(headers or {})
+        # Uncompressed answers unless the caller's headers say otherwise: decompressing gzip cost the
+        # reader more CPU than reading the plain bytes (docs/scale.md, session 10).
+        self._headers = {"Accept-Encoding": "identity", **(headers or {})}
         self._lock = threading.Lock()
         self._cached: TelemetryReading | None = None
         self._cached_at = -math.inf
         # HTTP sessions kept between refreshes (their connections stay open), one per query in flight.
         self._sessions: queue.SimpleQueue[requests.Session] = queue.SimpleQueue()
-        self._pod_refs: dict[tuple[str, str], PodRef] = {}  # the last reading's (see assemble)
+        self._carry = Carry()  # what the last reading hands to the next (see carry.py)
+        self._pool: cf.ThreadPoolExecutor | None = None  # the fetching threads, while none got stuck
+        self._pool_size = 0
 
     @property
     def spec(self) -> TelemetrySpec:
@@ -110,23 +117,41 @@ class PrometheusReader:
         started = time.monotonic()
         now = self._clock()
         timeout = self._spec.query_timeout_seconds
-        results: dict[Query, QueryResult] = {}
-        # A fresh pool per refresh: a query stuck past the deadline must not block the next refresh.
-        pool = cf.ThreadPoolExecutor(max_workers=len(self._queries), thread_name_prefix="promql")
+        answers: dict[Query, bytes | Gap] = {}
+        pool = self._pool
+        if pool is not None and self._pool_size != len(self._queries):
+            pool.shutdown(wait=False)  # the policy changed the set of queries
+            pool = None
+        if pool is None:
+            pool = cf.ThreadPoolExecutor(max_workers=len(self._queries), thread_name_prefix="promql")
+        self._pool, self._pool_size = None, len(self._queries)
+        finished = False
         try:
-            futures = {q: pool.submit(self._query, q, promql, timeout) for q, promql in self._queries.items()}
+            futures = {q: pool.submit(self._fetch, q, promql, timeout) for q, promql in self._queries.items()}
             done, _ = cf.wait(futures.values(), timeout=timeout + 0.25)
             for q, fut in futures.items():
                 if fut in done:
-                    results[q] = fut.result()
+                    answers[q] = fut.result()
                 else:
                     fut.cancel()
-                    results[q] = Gap(q.value, GapCode.TIMEOUT, f"no answer within {timeout:g}s")
+                    answers[q] = Gap(q.value, GapCode.TIMEOUT, f"no answer within {timeout:g}s")
+            finished = len(done) == len(futures)
         finally:
-            pool.shutdown(wait=False, cancel_futures=True)
+            # The pool is kept while every query came back (starting ten threads per refresh was a tenth
+            # of a small refresh's CPU); after a query stuck past the deadline it is dropped, and the
+            # next refresh gets fresh threads, never blocked behind the stuck one.
+            if finished:
+                self._pool = pool
+            else:
+                pool.shutdown(wait=False, cancel_futures=True)
         for q in self._queries:
             self.metrics.queries.labels(query=q.value).inc()
-        reading = assemble(results, now, self._spec.staleness_seconds, self._pod_refs)
+        # The answers are decoded here, not in the fetching threads: one thread, no I/O, so the
+        # collector can be paused for exactly the burst of short-lived objects (see gcpause.py).
+        with collector_paused():
+            results = {q: a if isinstance(a, Gap) else _parse(q, a) for q, a in answers.items()}
+            reading = self._assemble(results, now)
+            del results  # freed by reference counting while the collector still waits
         elapsed = time.monotonic() - started
         self.metrics.refresh_seconds.observe(elapsed)
         self.metrics.record_gaps(reading.gaps)
@@ -141,29 +166,41 @@ class PrometheusReader:
             seconds=elapsed,
         )
 
+    def _assemble(self, results: Mapping[Query, QueryResult], now: float) -> TelemetryReading:
+        return assemble(results, now, self._spec.staleness_seconds, self._carry)
+
     def _session(self) -> requests.Session:
         try:
             return self._sessions.get_nowait()
         except queue.Empty:
             session = requests.Session()
             session.mount(self.url, HTTPAdapter(max_retries=_NO_RETRY))
+            # What requests looks up in the environment on every request (proxies, CA bundle, ~/.netrc),
+            # looked up once per session: the look-ups were a fifth of the CPU of a small query.
+            session.proxies.update(requests.utils.get_environ_proxies(self.url))
+            bundle = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+            if bundle:
+                session.verify = bundle
+            session.auth = requests.utils.get_netrc_auth(self.url)
+            session.trust_env = False
             return session
 
-    def _query(self, q: Query, promql: str, timeout: float) -> QueryResult:
-        """One query; every failure becomes a Gap (this runs in a worker thread: never raise).
-
-        The body is validated from its bytes (`parse_response`): prometheus-api-client's `custom_query`
-        decodes it into dicts first, which cost as much again at 4,000 GPUs (docs/scale.md)."""
+    def _fetch(self, q: Query, promql: str, timeout: float) -> bytes | Gap:
+        """One query's answer, the body of an HTTP 200; every failure becomes a Gap (this runs in a
+        worker thread: never raise)."""
         session = self._session()
         try:
             # Prometheus' own evaluation timeout too, so it gives up when we do.
             resp = session.get(
                 f"{self.url}/api/v1/query",
                 params={"query": promql, "timeout": f"{timeout:g}s"},
-                headers=self._headers or None,
+                headers=self._headers,
                 timeout=timeout,
+                stream=True,
             )
-            body = resp.content
+            # Read in large chunks: `.content` reads 10 KB at a time, 300 reads for the 3 MB of one
+            # refresh at 4,000 GPUs. `iter_content` maps read errors as `.content` does.
+            body = b"".join(resp.iter_content(_READ_CHUNK))
         except requests.exceptions.Timeout:
             return Gap(q.value, GapCode.TIMEOUT, f"no answer within {timeout:g}s from {self.url}")
         except requests.exceptions.ConnectionError as exc:
@@ -176,13 +213,20 @@ class PrometheusReader:
             self._sessions.put(session)
         if resp.status_code != 200:
             return Gap(q.value, GapCode.HTTP, _short(f"HTTP Status Code {resp.status_code} ({body!r})"))
-        try:
-            samples, gap = parse_response(q.value, body)
-        except Exception as exc:  # never crash the caller on telemetry
-            return Gap(q.value, GapCode.ERROR, f"{type(exc).__name__}: {_short(exc)}")
-        return gap if gap is not None else samples
+        return body
 
 
+def _parse(q: Query, body: bytes) -> QueryResult:
+    """One answer validated from its bytes (`parse_response`: prometheus-api-client's `custom_query`
+    decodes it into dicts first, which cost as much again at 4,000 GPUs, docs/scale.md); never raises."""
+    try:
+        samples, gap = parse_response(q.value, body)
+    except Exception as exc:  # never crash the caller on telemetry
+        return Gap(q.value, GapCode.ERROR, f"{type(exc).__name__}: {_short(exc)}")
+    return gap if gap is not None else samples
+
+
+_READ_CHUNK = 1 << 20
 # One try per refresh: a retry would blow the deadline; the next refresh is the retry.
 _NO_RETRY = Retry(total=0, connect=0, read=False, redirect=0, status=0, other=0)
 

@@ -7,8 +7,7 @@ import math
 
 import pytest
 
-from sovereignspec.model.telemetry import PodRef
-from sovereignspec.telemetry.assemble import QueryResult, assemble
+from sovereignspec.telemetry.assemble import Carry, QueryResult, assemble
 from sovereignspec.telemetry.gaps import Gap, GapCode
 from sovereignspec.telemetry.parse import VectorSample, checked_value, in_range, parse_response, parse_vector
 from sovereignspec.telemetry.queries import Query
@@ -118,20 +117,40 @@ def test_assemble_groups_time_sliced_series_and_reads_both_host_labels() -> None
 
 
 def test_pod_references_are_kept_from_one_reading_to_the_next() -> None:
-    refs: dict[tuple[str, str], PodRef] = {}
-    first = assemble(base_results(), NOW, 60, refs)
-    assert set(refs) == {("t", "a"), ("t", "b")}
+    carry = Carry()
+    first = assemble(base_results(), NOW, 60, carry)
+    assert set(carry.pod_refs) == {("t", "a"), ("t", "b")}
     g1 = next(g for g in first.gpus if g.uuid == "G1")
-    again = assemble(base_results(), NOW, 60, refs)
+    again = assemble(base_results(), NOW, 60, carry)
     g1_again = next(g for g in again.gpus if g.uuid == "G1")
     assert g1_again == g1 and all(x is y for x, y in zip(g1_again.pods, g1.pods, strict=True))
     # A pod no longer named is forgotten: the table holds the last reading's pods only.
     moved = base_results()
     moved[Query.TENSOR_ACTIVE] = vec((gpu("G1", pod="c", namespace="t"), 0.4))
-    third = assemble(moved, NOW, 60, refs)
-    assert set(refs) == {("t", "c")}
+    third = assemble(moved, NOW, 60, carry)
+    assert set(carry.pod_refs) == {("t", "c")}
     assert [p.name for p in next(g for g in third.gpus if g.uuid == "G1").pods] == ["c"]
-    assert assemble(base_results(), NOW, 60) == assemble(base_results(), NOW, 60, {})
+    assert assemble(base_results(), NOW, 60) == assemble(base_results(), NOW, 60, Carry())
+
+
+def test_unchanged_samples_are_kept_and_changed_ones_rebuilt() -> None:
+    carry = Carry()
+    first = assemble(base_results(), NOW, 60, carry)
+    moved = base_results(
+        **{Query.FB_FREE: vec((gpu("G1"), 1000), (gpu("G2", host="n2", host_label="hostname"), 5))}
+    )
+    moved[Query.RUNNING] = vec((eng("a"), 6), (eng("b"), 0))
+    second = assemble(moved, NOW, 60, carry)
+    g1, g2 = (next(g for g in r.gpus if g.uuid == "G2") for r in (first, second))
+    assert g2.fb_free_mib == 5 and g1.fb_free_mib == 2000 and g1 is not g2
+    assert next(g for g in second.gpus if g.uuid == "G1") is next(g for g in first.gpus if g.uuid == "G1")
+    e_a, e_b = ({e.pod: e for e in r.engines} for r in (first, second))
+    assert e_b["a"].running == 6 and e_a["a"] is not e_b["a"] and e_a["b"] is e_b["b"]
+    # A sample kept is equal to one built afresh: the carry changes objects, never contents.
+    assert second == assemble(moved, NOW, 60)
+    # Stale now: the same series, older freshness; the kept object must not be served.
+    later = assemble(moved, NOW + 120, 60, carry)
+    assert all(g.tensor_active is None and g.fb_free_mib is None for g in later.gpus)
 
 
 def test_assemble_mig_instances_are_separate_gpus() -> None:

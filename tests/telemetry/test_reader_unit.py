@@ -150,3 +150,74 @@ def test_set_spec_with_new_queries_drops_the_cache(fake_prometheus: Callable[[An
     reader.set_spec(spec.model_copy(update={"window": "5m"}))
     reader.reading()
     assert count[0] == 2 * len(Query)
+
+
+@pytest.fixture
+def trickling_prometheus() -> Iterator[tuple[str, list[str], threading.Event]]:
+    """Answers every query at once with an empty vector, except the first FB-free query: its body comes
+    one byte every 0.2 s, so the reading thread stays stuck without ever hitting a read timeout. Records
+    each request's Accept-Encoding."""
+    encodings: list[str] = []
+    stop = threading.Event()
+    trickled = threading.Event()
+    body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": []}}).encode()
+
+    class H(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            encodings.append(self.headers.get("Accept-Encoding", ""))
+            q = parse_qs(urlparse(self.path).query)["query"][0]
+            slow = "DCGM_FI_DEV_FB_FREE" in q and not trickled.is_set()
+            if slow:
+                trickled.set()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if not slow:
+                self.wfile.write(body)
+                return
+            for i in range(len(body)):
+                if stop.wait(0.2):
+                    return
+                self.wfile.write(body[i : i + 1])
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}", encodings, stop
+    stop.set()
+    srv.shutdown()
+    srv.server_close()
+
+
+def test_a_stuck_query_times_out_and_the_next_refresh_gets_fresh_threads(
+    trickling_prometheus: tuple[str, list[str], threading.Event],
+) -> None:
+    """The fetching threads are kept between refreshes only while every query comes back: a query stuck
+    past the deadline must not hold up the next refresh behind it."""
+    url, _, _ = trickling_prometheus
+    spec = SPEC.model_copy(update={"query_timeout_seconds": 1.0, "cache_ttl_seconds": 0})
+    reader = PrometheusReader(url, spec)
+    first = reader.refresh()
+    assert [g.code for g in first.gaps if g.source == Query.FB_FREE.value] == [GapCode.TIMEOUT], first.gaps
+    assert reader._pool is None  # the stuck thread's pool was let go
+    second = reader.refresh()  # the stuck thread still reads: fresh threads answer every query
+    assert second.gaps and all(g.code is GapCode.EMPTY for g in second.gaps), second.gaps
+    pool = reader._pool
+    assert pool is not None
+    reader.refresh()
+    assert reader._pool is pool  # kept while every query comes back
+
+
+def test_answers_are_asked_for_uncompressed_unless_the_caller_says_otherwise(
+    trickling_prometheus: tuple[str, list[str], threading.Event],
+) -> None:
+    url, encodings, stop = trickling_prometheus
+    stop.set()  # no trickling here
+    spec = SPEC.model_copy(update={"query_timeout_seconds": 20.0})
+    PrometheusReader(url, spec).refresh()
+    PrometheusReader(url, spec, headers={"accept-encoding": "gzip"}).refresh()
+    assert encodings == ["identity"] * len(Query) + ["gzip"] * len(Query), encodings
