@@ -2,11 +2,10 @@
 
 A refresh at 4,000 GPUs decodes ~18,000 series into ~60,000 containers that all die when the reading is
 assembled, a few tens of milliseconds later. With the collector running, they pass through its young
-generations and set off full collections of the whole heap: half of the assembly's CPU, 60-90 ms per
-refresh of the path before (`bench/telemetry_refresh_ab.py`), and a larger heap makes every full
-collection longer. Paused, they are freed by reference counting and never scanned; what survives (the
-reading) is scanned once, later. Nothing else changes: the collector only reclaims cycles, and a few
-tens of milliseconds of cycles wait.
+generations and set off full collections of the whole heap, and a larger heap makes every full
+collection longer (figures: docs/scale.md, "Session 10, telemetry refresh"). Paused, they are freed by
+reference counting and never scanned; what survives (the reading) is scanned once, later. Nothing else
+changes: the collector only reclaims cycles, and a few tens of milliseconds of cycles wait.
 """
 
 from __future__ import annotations
