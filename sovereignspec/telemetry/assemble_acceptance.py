@@ -10,7 +10,7 @@ from sovereignspec.telemetry.gaps import Gap, GapCode
 from sovereignspec.telemetry.parse import checked_value
 from sovereignspec.telemetry.queries import Query
 from sovereignspec.telemetry.reading import PodAcceptance
-from sovereignspec.telemetry.results import EngineKey, QueryResult, failed, no_engine_labels, number, rows
+from sovereignspec.telemetry.results import EngineKey, QueryResult, engine_key, failed, number, rows
 
 MAX_COUNTER = 1e15
 # increase() extrapolates each counter on its own: allow this much accepted-above-drafts noise.
@@ -78,11 +78,10 @@ def _positions(
     bad: set[EngineKey] = set()
     for s in rows(results, POSITIONS):
         m = s["metric"]
-        pod, ns = m.get("pod"), m.get("namespace")
-        if not pod or not ns:
-            gaps.append(no_engine_labels(POSITIONS, m))
+        k = engine_key(POSITIONS, m, gaps)
+        if k is None:
             continue
-        k = (ns, pod)
+        ns, pod = k
         pos_text = m.get("position", "")
         if not pos_text.isdigit():
             detail = f"{ns}/{pod}: position label {pos_text!r} not an index"

@@ -16,10 +16,11 @@ from sovereignspec.telemetry.results import (
     FUTURE_SKEW_SECONDS,
     EngineKey,
     QueryResult,
+    engine_key,
     engine_name,
     errored,
     freshness_gap,
-    no_engine_labels,
+    keep_latest,
     number,
     rows,
 )
@@ -39,23 +40,11 @@ def engines(
     value_gaps: list[Gap] = []
     high = now + FUTURE_SKEW_SECONDS
     for s in rows(results, FRESHNESS):
-        m = s["metric"]
-        pod, ns = m.get("pod"), m.get("namespace")
-        if not pod or not ns:
-            gaps.append(no_engine_labels(FRESHNESS, m))
+        k = engine_key(FRESHNESS, s["metric"], gaps)
+        if k is None:
             continue
-        k = (ns, pod)
         keys.add(k)
-        text = s["value"][1]
-        v = number(text)
-        if 0.0 < v <= high:
-            prev = seen.get(k)
-            if prev is None or v > prev:
-                seen[k] = v
-        else:
-            gap = checked_value(FRESHNESS.value, engine_name(k), text, 0.0, high, low_open=True)
-            if isinstance(gap, Gap):
-                value_gaps.append(gap)
+        keep_latest(seen, k, engine_name(k), s["value"][1], FRESHNESS, high, value_gaps)
     gaps.extend(value_gaps)  # label gaps first, then value gaps, as when these were two passes
 
     models: dict[EngineKey, str] = {}
@@ -112,16 +101,14 @@ def engine_values(
     out: dict[EngineKey, float | None] = {}
     for s in rows(results, q):
         m = s["metric"]
-        pod, ns = m.get("pod"), m.get("namespace")
-        if not pod or not ns:
-            gaps.append(no_engine_labels(q, m))
+        k = engine_key(q, m, gaps)
+        if k is None:
             continue
-        k = (ns, pod)
         model = m.get("model_name")
         if model and k not in models:
             models[k] = model
         if k in out:
-            gaps.append(Gap(q.value, GapCode.DUPLICATE, f"{ns}/{pod}: several series"))
+            gaps.append(Gap(q.value, GapCode.DUPLICATE, f"{engine_name(k)}: several series"))
             out[k] = None
             continue
         text = s["value"][1]
@@ -129,7 +116,7 @@ def engine_values(
         if (low < v or (v == low and not low_open)) and v <= high:
             out[k] = v
             continue
-        checked = checked_value(q.value, f"{ns}/{pod}", text, low, high, low_open=low_open)
+        checked = checked_value(q.value, engine_name(k), text, low, high, low_open=low_open)
         if isinstance(checked, Gap):
             gaps.append(checked)
             out[k] = None

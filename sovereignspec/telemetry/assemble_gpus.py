@@ -23,6 +23,7 @@ from sovereignspec.telemetry.results import (
     errored,
     freshness_gap,
     gpu_name,
+    keep_latest,
     no_gpu_labels,
     number,
     rows,
@@ -123,16 +124,7 @@ def _freshness(
             continue
         if k not in labels:
             labels[k] = m
-        text = s["value"][1]
-        v = number(text)
-        if 0.0 < v <= high:
-            prev = seen.get(k)
-            if prev is None or v > prev:
-                seen[k] = v
-        else:
-            gap = checked_value(FRESHNESS.value, gpu_name(k), text, 0.0, high, low_open=True)
-            if isinstance(gap, Gap):
-                value_gaps.append(gap)
+        keep_latest(seen, k, gpu_name(k), s["value"][1], FRESHNESS, high, value_gaps)
     gaps.extend(value_gaps)
     return seen
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import TypeVar
 
 from sovereignspec.telemetry.gaps import Gap, GapCode
-from sovereignspec.telemetry.parse import VectorSample
+from sovereignspec.telemetry.parse import VectorSample, checked_value
 from sovereignspec.telemetry.queries import Query
 
 QueryResult = list[VectorSample] | Gap
@@ -17,6 +18,8 @@ PodKey = tuple[str, str]  # namespace, pod
 NAN = math.nan
 # A last-sample time this far ahead of the reader's clock is out of range (clock skew beyond reason).
 FUTURE_SKEW_SECONDS = 300.0
+
+_K = TypeVar("_K")
 
 
 def rows(results: Mapping[Query, QueryResult], q: Query) -> list[VectorSample]:
@@ -51,6 +54,31 @@ def gpu_name(key: GpuKey) -> str:
 
 def engine_name(key: EngineKey) -> str:
     return f"{key[0]}/{key[1]}"
+
+
+def engine_key(q: Query, m: Mapping[str, str], gaps: list[Gap]) -> EngineKey | None:
+    """The engine a series names (namespace, pod), or None with a gap."""
+    pod, ns = m.get("pod"), m.get("namespace")
+    if not pod or not ns:
+        gaps.append(no_engine_labels(q, m))
+        return None
+    return ns, pod
+
+
+def keep_latest(
+    seen: dict[_K, float], k: _K, name: str, text: str, q: Query, high: float, value_gaps: list[Gap]
+) -> None:
+    """A freshness series' last-sample time into `seen` when finite, positive and not later than
+    `high` (the newest wins), else a value gap naming the subject."""
+    v = number(text)
+    if 0.0 < v <= high:
+        prev = seen.get(k)
+        if prev is None or v > prev:
+            seen[k] = v
+        return
+    gap = checked_value(q.value, name, text, 0.0, high, low_open=True)
+    if isinstance(gap, Gap):
+        value_gaps.append(gap)
 
 
 def no_gpu_labels(q: Query, metric: Mapping[str, str]) -> Gap:
