@@ -25,12 +25,15 @@ from sovereignspec.policy.cache.shared import ValueLru
 from sovereignspec.policy.claims import Claims, parse_slo_ms
 from sovereignspec.policy.node_state import (
     GpuInfo,
+    NeighbourClaim,
     Neighbours,
     NodeInput,
     NodeView,
+    frame_inputs,
     gpu_state,
-    neighbour_inputs,
+    neighbour_frame,
     neighbour_sigma,
+    neighbour_values,
     node_input,
 )
 from sovereignspec.policy.request import Policies
@@ -88,6 +91,7 @@ class Facts:
             FactKey("curves"), dict
         )
         self._book: ProfileBook | None = None
+        self._nb_scope: tuple[object, ...] | None = None
 
     def memo(self, key: FactKey, build: Callable[[], _T]) -> _T:
         """`build()` kept on the index under `key`."""
@@ -111,11 +115,14 @@ class Facts:
     def _neighbour_scope(self) -> tuple[object, ...]:
         """Everything `neighbour_inputs` reads of the policies: the profile book and four numbers
         (not the slack aggregation: both classes of a tenant share a node's neighbours)."""
+        if self._nb_scope is not None:
+            return self._nb_scope
         p = self.policy
-        return (
+        self._nb_scope = (
             Same(self.profiles()), p.default_tpot_slo_ms, p.unknown_neighbour_slack,
             p.unknown_neighbour_margin, p.min_tpot_slo_ms, self.sov,
         )  # fmt: skip
+        return self._nb_scope
 
     def _curve_entry(self, profile: AcceleratorProfile) -> tuple[StepCurve, dict[tuple[float, float], float]]:
         key = Same(profile)
@@ -238,16 +245,29 @@ class Facts:
         free = self.gpu_state(node)[0] if gpus is None else gpus
         idx = self.idx
 
+        scope = self._neighbour_scope()
+
         def build() -> Neighbours:
             view = NodeView(
                 node, idx.gpus_by_node.get(node.name, []), idx.pods_by_node.get(node.name, ()),
                 idx.pod_by_key, idx.engine_by_pod,
             )  # fmt: skip
-            found = neighbour_inputs(view, free, self.profiles(), self.policy, self.slo_ms, self.sigma)
-            return Neighbours.of(found)
+            frame = self._frame(FactKey("neighbour-frame", node.name, scope), view, free)
+            return Neighbours.of(neighbour_values(frame, free, idx.engine_by_pod, self.policy, self.sigma))
 
-        found = self.memo(FactKey("neighbours", node.name, self._neighbour_scope()), build)
+        found = self.memo(FactKey("neighbours", node.name, scope), build)
         return found.without_workload(self.wl.namespace, self.wl.name) if own else found
+
+    def _frame(self, key: FactKey, view: NodeView, free: Sequence[GpuSample]) -> list[NeighbourClaim]:
+        """`neighbour_frame`, kept with what it read (`frame_inputs`) across telemetry refreshes: a
+        refresh that moved only loads and engines' numbers recomputes the values only."""
+        mark = frame_inputs(view, free)
+        hit = self.idx.memo.get(key)
+        if isinstance(hit, tuple) and hit[0] == mark:
+            return cast(list[NeighbourClaim], hit[1])
+        frame = neighbour_frame(view, free, self.profiles(), self.policy, self.slo_ms)
+        self.idx.memo[key] = (mark, frame)
+        return frame
 
     def node_input(
         self, node: NodeInfo, info: GpuInfo, method: str, target: str | None
