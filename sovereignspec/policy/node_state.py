@@ -188,108 +188,6 @@ def claims_of(pod: PodInfo | None) -> Mapping[str, str]:
     return pod.annotations if pod.recorded is None else pod.recorded
 
 
-class NeighbourClaim(NamedTuple):
-    """What a neighbour's numbers are made from besides the loads and its engine sample: who it is,
-    the GPUs it is seen on, its clamped SLO claim and its profile (`neighbour_frame`)."""
-
-    namespace: str
-    pod: str
-    on: tuple[int, ...]
-    """Positions in the node's GPUs `gpus` of those whose sample names it."""
-    shared: bool
-    """No sample names it (time-sliced node): it counts at the highest load of `gpus`."""
-    claimed: bool
-    """It claims an SLO (an annotation or its recorded claim)."""
-    slo_ms: float
-    """Its tenant-clamped SLO claim (the policy's default when it claims none)."""
-    profile: AcceleratorProfile | None
-
-
-def frame_inputs(view: NodeView, gpus: Sequence[GpuSample]) -> tuple[object, ...]:
-    """Everything `neighbour_frame` reads of a node (compared by identity first, then value): the same
-    after a telemetry refresh that changed only loads and engines' numbers."""
-    return (
-        view.node,
-        tuple(view.pods),
-        tuple(tuple(g.pods) for g in view.samples),
-        tuple(tuple(g.pods) for g in gpus),
-        tuple(g.model_name for g in gpus),
-        tuple(view.pod_by_key.get((p.namespace, p.name)) for g in gpus for p in g.pods),
-    )
-
-
-def neighbour_frame(
-    view: NodeView,
-    gpus: Sequence[GpuSample],
-    book: ProfileBook,
-    policy: SpeculationPolicySpec,
-    slo_ms: Callable[[str, str | None, float], float],
-) -> list[NeighbourClaim]:
-    """The engines on the node's GPUs `gpus` (in key order), and what of each reads no load or engine
-    sample: the part of `neighbour_inputs` a telemetry refresh leaves as it was."""
-    on: dict[tuple[str, str], list[int]] = {}
-    for i, g in enumerate(gpus):
-        for p in g.pods:
-            on.setdefault((p.namespace, p.name), []).append(i)
-    shared = set(unattributed_gpu_pods(view.node, view.samples, view.pods) if gpus else [])
-    product = gpu_product(view.node, gpus)
-    default_slo = policy.default_tpot_slo_ms
-    out = []
-    for key in sorted(on.keys() | shared):
-        ann = claims_of(view.pod_by_key.get(key))
-        raw_slo = ann.get(SLO_KEY)
-        ns = key[0]
-        out.append(
-            NeighbourClaim(
-                namespace=ns,
-                pod=key[1],
-                on=tuple(on.get(key, ())),
-                shared=key in shared,
-                claimed=raw_slo is not None,
-                slo_ms=slo_ms(ns, raw_slo, default_slo),
-                profile=book.find(product, ann.get(TARGET_KEY)),
-            )
-        )
-    return out
-
-
-def neighbour_values(
-    frame: Sequence[NeighbourClaim],
-    gpus: Sequence[GpuSample],
-    engine_by_pod: Mapping[tuple[str, str], EngineSample],
-    policy: SpeculationPolicySpec,
-    sigma_of: Callable[[AcceleratorProfile, float, float], float],
-) -> list[NeighbourInput]:
-    """Each neighbour of `frame` at the highest load of the GPUs it is seen on, with its SLO margin
-    (by its engine's TPOT) and its slack (`sigma_of`: by its profile's curve, its running sequences and
-    its load; `neighbour_sigma`)."""
-    loads = [float(g.tensor_active or 0.0) for g in gpus]
-    u_shared = max(loads) if loads else 0.0
-    unknown_sigma, unknown_margin = policy.unknown_neighbour_slack, policy.unknown_neighbour_margin
-    out = []
-    for nb in frame:
-        u_tot = 0.0
-        for i in nb.on:
-            u_tot = max(u_tot, loads[i])
-        if nb.shared:
-            u_tot = max(u_tot, u_shared)
-        engine = engine_by_pod.get((nb.namespace, nb.pod))
-        margin: float | None
-        if engine is not None and engine.tpot_seconds is not None:
-            margin = slo_margin_scalar(nb.slo_ms / 1000.0, engine.tpot_seconds)
-        elif engine is not None or nb.claimed:
-            margin = unknown_margin  # SLO-bound, TPOT not measured: the policy's assumption
-        else:
-            margin = None
-        sigma = unknown_sigma
-        if engine is not None and engine.running is not None and nb.profile is not None:
-            sigma = sigma_of(nb.profile, engine.running, u_tot)
-        out.append(
-            NeighbourInput(namespace=nb.namespace, pod=nb.pod, sigma=sigma, margin=margin, u_total=u_tot)
-        )
-    return out
-
-
 def neighbour_inputs(
     view: NodeView,
     gpus: Sequence[GpuSample],
@@ -300,10 +198,41 @@ def neighbour_inputs(
 ) -> list[NeighbourInput]:
     """The engines on the node's GPUs `gpus`, each at the highest load of the GPUs it is seen on, with
     its SLO margin (`slo_ms`: its tenant-clamped SLO claim) and its slack (`sigma_of`: by its profile's
-    curve, its running sequences and its load; `neighbour_sigma`). The cache keeps the frame across
-    telemetry refreshes while `frame_inputs` are the same, and recomputes only the values."""
-    frame = neighbour_frame(view, gpus, book, policy, slo_ms)
-    return neighbour_values(frame, gpus, view.engine_by_pod, policy, sigma_of)
+    curve, its running sequences and its load; `neighbour_sigma`)."""
+    seen: dict[tuple[str, str], float] = {}
+    for g in gpus:
+        for p in g.pods:
+            key = (p.namespace, p.name)
+            seen[key] = max(seen.get(key, 0.0), float(g.tensor_active or 0.0))
+    unattributed = unattributed_gpu_pods(view.node, view.samples, view.pods) if gpus else []
+    if unattributed:
+        u_shared = max(float(g.tensor_active or 0.0) for g in gpus)
+        for key in unattributed:
+            seen[key] = max(seen.get(key, 0.0), u_shared)
+    out = []
+    product = gpu_product(view.node, gpus)
+    default_slo, unknown_sigma = policy.default_tpot_slo_ms, policy.unknown_neighbour_slack
+    unknown_margin = policy.unknown_neighbour_margin
+    for key, u_tot in sorted(seen.items()):
+        pod = view.pod_by_key.get(key)
+        ann = claims_of(pod)
+        engine = view.engine_by_pod.get(key)
+        raw_slo = ann.get(SLO_KEY)
+        ns = key[0]
+        margin: float | None
+        if engine is not None and engine.tpot_seconds is not None:
+            margin = slo_margin_scalar(slo_ms(ns, raw_slo, default_slo) / 1000.0, engine.tpot_seconds)
+        elif engine is not None or raw_slo is not None:
+            margin = unknown_margin  # SLO-bound, TPOT not measured: the policy's assumption
+        else:
+            margin = None
+        sigma = unknown_sigma
+        if engine is not None and engine.running is not None:
+            prof = book.find(product, ann.get(TARGET_KEY))
+            if prof is not None:
+                sigma = sigma_of(prof, engine.running, u_tot)
+        out.append(NeighbourInput(namespace=ns, pod=key[1], sigma=sigma, margin=margin, u_total=u_tot))
+    return out
 
 
 def node_input(

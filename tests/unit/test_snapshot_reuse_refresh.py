@@ -182,12 +182,11 @@ def _cluster(n: int = 4) -> ClusterSnapshot:
     )
 
 
-def test_a_refresh_keeps_isolation_and_who_the_neighbours_are(
+def test_a_refresh_keeps_isolation_and_redoes_each_nodes_neighbours_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A refresh keeps what reads no sample (isolation against pods) and who each node's neighbours are
-    (`neighbour_frame`) while the samples name the same pods, and redoes their numbers (loads, TPOT) once
-    per node for every request kind that passes the same nodes: two tenants, two classes."""
+    """A refresh keeps what reads no sample (isolation against pods) and redoes each node's neighbours
+    (loads, TPOT) once for every request kind that passes the same nodes: two tenants, two classes."""
     snap = _cluster()
     pol = Policies(SpeculationPolicySpec(k_max=4), None, ())
     kinds = [
@@ -197,17 +196,14 @@ def test_a_refresh_keeps_isolation_and_who_the_neighbours_are(
     ]
     for req in kinds:
         assert decide(req, snap, pol, NOW).state == "Ready"
-    isolation = _counting(monkeypatch, "isolation_allows")
-    frames, values = _counting(monkeypatch, "neighbour_frame"), _counting(monkeypatch, "neighbour_values")
+    isolation, neighbours = (
+        _counting(monkeypatch, "isolation_allows"),
+        _counting(monkeypatch, "neighbour_inputs"),
+    )
     nxt = _step(snap, ([0.5, 0.2], [40000.0], [0], [0.05], [1], 0), [], True)
     assert index_of(nxt).how == "refreshed"
     got = [decide(req, nxt, pol, NOW).output() for req in kinds]
     assert isolation["n"] == 0
-    assert frames["n"] == 0  # the same pods on the same GPUs: who the neighbours are is kept
-    assert values["n"] == len(nxt.nodes)  # their numbers: once per node for the four kinds
-    moved = _step(nxt, ([0.5, 0.2], [40000.0], [2], [0.05], [1], 1), [], True)  # each GPU names one fewer
-    for req in kinds:
-        decide(req, moved, pol, NOW)
-    assert frames["n"] == len(nxt.nodes)
+    assert neighbours["n"] == len(nxt.nodes)
     assert got == [decide(req, _fresh(nxt, []), pol, NOW).output() for req in kinds]
     assert got != [decide(req, _fresh(snap, []), pol, NOW).output() for req in kinds]  # the loads moved

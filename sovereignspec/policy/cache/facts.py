@@ -25,15 +25,12 @@ from sovereignspec.policy.cache.shared import ValueLru
 from sovereignspec.policy.claims import Claims, parse_slo_ms
 from sovereignspec.policy.node_state import (
     GpuInfo,
-    NeighbourClaim,
     Neighbours,
     NodeInput,
     NodeView,
-    frame_inputs,
     gpu_state,
-    neighbour_frame,
+    neighbour_inputs,
     neighbour_sigma,
-    neighbour_values,
     node_input,
 )
 from sovereignspec.policy.request import Policies
@@ -245,29 +242,16 @@ class Facts:
         free = self.gpu_state(node)[0] if gpus is None else gpus
         idx = self.idx
 
-        scope = self._neighbour_scope()
-
         def build() -> Neighbours:
             view = NodeView(
                 node, idx.gpus_by_node.get(node.name, []), idx.pods_by_node.get(node.name, ()),
                 idx.pod_by_key, idx.engine_by_pod,
             )  # fmt: skip
-            frame = self._frame(FactKey("neighbour-frame", node.name, scope), view, free)
-            return Neighbours.of(neighbour_values(frame, free, idx.engine_by_pod, self.policy, self.sigma))
+            found = neighbour_inputs(view, free, self.profiles(), self.policy, self.slo_ms, self.sigma)
+            return Neighbours.of(found)
 
-        found = self.memo(FactKey("neighbours", node.name, scope), build)
+        found = self.memo(FactKey("neighbours", node.name, self._neighbour_scope()), build)
         return found.without_workload(self.wl.namespace, self.wl.name) if own else found
-
-    def _frame(self, key: FactKey, view: NodeView, free: Sequence[GpuSample]) -> list[NeighbourClaim]:
-        """`neighbour_frame`, kept with what it read (`frame_inputs`) across telemetry refreshes: a
-        refresh that moved only loads and engines' numbers recomputes the values only."""
-        mark = frame_inputs(view, free)
-        hit = self.idx.memo.get(key)
-        if isinstance(hit, tuple) and hit[0] == mark:
-            return cast(list[NeighbourClaim], hit[1])
-        frame = neighbour_frame(view, free, self.profiles(), self.policy, self.slo_ms)
-        self.idx.memo[key] = (mark, frame)
-        return frame
 
     def node_input(
         self, node: NodeInfo, info: GpuInfo, method: str, target: str | None

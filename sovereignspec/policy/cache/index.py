@@ -16,7 +16,7 @@ from sovereignspec.model.cluster import ClusterSnapshot, NamespaceInfo, PodInfo,
 from sovereignspec.model.telemetry import EngineSample, GpuSample
 from sovereignspec.policy.cache.groups import PodGroups
 from sovereignspec.policy.cache.held import HeldReservations
-from sovereignspec.policy.cache.keys import TELEMETRY_CHECKED, TELEMETRY_FREE, FactKey
+from sovereignspec.policy.cache.keys import TELEMETRY_FREE, FactKey
 
 if TYPE_CHECKING:  # annotations only
     from sovereignspec.model.cluster import NodeInfo, WorkloadRef
@@ -212,7 +212,7 @@ class SnapshotIndex:
             self.how = "refreshed"
             self._group_telemetry(snap)
             self._fingerprints = {}
-            self.memo = self.memo.only(TELEMETRY_FREE | TELEMETRY_CHECKED)
+            self.memo = self.memo.only(TELEMETRY_FREE)
             self.carried = Carried.after(old, frozenset(touched), TELEMETRY_FREE)
             return True
         self.how = "patched"

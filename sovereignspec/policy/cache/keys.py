@@ -53,7 +53,3 @@ TELEMETRY_FREE = frozenset(
 only): a telemetry refresh keeps them (`SnapshotIndex._patch`). A kind not listed here is dropped at
 each refresh, so a new kind is safe until it is listed; list one only when its fact and everything it
 calls read no `GpuSample`, `EngineSample`, `gpus_by_node`, `engine_by_pod` or fingerprint."""
-
-TELEMETRY_CHECKED = frozenset({"neighbour-frame"})
-"""The kinds of facts kept with the telemetry they read and checked against it at each use (a node's
-neighbour frame with its `frame_inputs`): a telemetry refresh keeps them too."""
