@@ -21,7 +21,7 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 
-from sovereignspec.api.meta import ANNOTATION_EXPECTED_BATCH, ObjectMeta
+from sovereignspec.api.meta import ANNOTATION_CLASS, ANNOTATION_EXPECTED_BATCH, ObjectMeta
 from sovereignspec.api.sovereignty_policy import SovereigntyPolicy, SovereigntyPolicySpec
 from sovereignspec.api.speculation_policy import SpeculationPolicySpec
 from sovereignspec.model.cluster import ClusterSnapshot, NamespaceInfo, NodeInfo, PodInfo
@@ -39,6 +39,7 @@ from sovereignspec.policy.request import AdmissionRequest, Policies
 
 PRODUCTS = ["NVIDIA-H100-80GB-HBM3", "NVIDIA-A100-SXM4-80GB", "NVIDIA-H200"]
 NOW = datetime(2026, 11, 29, 10, 0, 5, tzinfo=UTC)
+TENANTS = ("bank-a", "bank-b", "bank-c", "bank-d")
 
 
 def build(n_nodes: int = 500, neighbours: int = 4) -> tuple[AdmissionRequest, ClusterSnapshot, Policies]:
@@ -83,11 +84,12 @@ def build(n_nodes: int = 500, neighbours: int = 4) -> tuple[AdmissionRequest, Cl
     snapshot = ClusterSnapshot(
         nodes=nodes,
         pods=pods,
-        namespaces=[NamespaceInfo(name=f"tenant-{t}") for t in range(20)] + [NamespaceInfo(name="bank-a")],
+        namespaces=[NamespaceInfo(name=f"tenant-{t}") for t in range(20)]
+        + [NamespaceInfo(name=t) for t in TENANTS],
         sovereignty_policies=[
             SovereigntyPolicy(
                 metadata=ObjectMeta(name="kr"),
-                spec=SovereigntyPolicySpec(tenants=["bank-a"], jurisdictions=["KR"]),
+                spec=SovereigntyPolicySpec(tenants=list(TENANTS), jurisdictions=["KR"]),
             )
         ],
         telemetry=TelemetrySnapshot(
@@ -146,12 +148,60 @@ def _p99(ms: list[float]) -> float:
     return ms[min(len(ms) - 1, round(0.99 * (len(ms) - 1)))]
 
 
+def refreshed_telemetry(tel: TelemetrySnapshot, i: int) -> TelemetrySnapshot:
+    """The next reading: every GPU's and engine's values move (as DCGM's and vLLM's do between two
+    refreshes), the pods they name are the previous reading's objects (the reader reuses its PodRefs)."""
+    gpus = [
+        GpuSample(
+            node=g.node,
+            uuid=g.uuid,
+            tensor_active=round(((j * 31 + i * 17) % 97) / 200, 4),
+            fb_free_mib=30000 - (j + i) % 500,
+            pods=g.pods,
+        )
+        for j, g in enumerate(tel.gpus)
+    ]
+    engines = [
+        EngineSample(
+            namespace=e.namespace,
+            pod=e.pod,
+            tpot_seconds=0.02 + 0.001 * ((j + i) % 13),
+            running=8 + (j + i) % 24,
+        )
+        for j, e in enumerate(tel.engines)
+    ]
+    # The same reading time: decide()'s clock is fixed here, and a reading from its future turns
+    # speculation off (then no node is evaluated at all).
+    return tel.model_copy(update={"gpus": gpus, "engines": engines})
+
+
+def kinds(request: AdmissionRequest) -> list[AdmissionRequest]:
+    """The operator's request kinds: 4 tenants x 2 classes (interactive, batch)."""
+    out = []
+    for ns in TENANTS:
+        for cls in ("interactive", "batch"):
+            wl = request.workload
+            sets = [
+                ps.model_copy(update={"annotations": {**ps.annotations, ANNOTATION_CLASS: cls}})
+                for ps in wl.pod_sets
+            ]
+            out.append(
+                request.model_copy(
+                    update={"workload": wl.model_copy(update={"namespace": ns, "pod_sets": sets})}
+                )
+            )
+    return out
+
+
 def report(label: str, samples: tuple[list[float], list[float]]) -> None:
     wall, cpu = samples
     print(
         f"{label:<30} wall median {statistics.median(wall):6.2f} ms  p99 {_p99(wall):6.2f} ms | "
         f"cpu median {statistics.median(cpu):6.2f} ms  p99 {_p99(cpu):6.2f} ms  (n={len(wall)})"
     )
+
+
+CYCLES = int(os.environ.get("BENCH_REFRESH_CYCLES", "30"))
 
 
 def main() -> int:
@@ -223,7 +273,43 @@ def main() -> int:
     report("patched (one pod, tracked)", measure(lambda: patched(True), 100))
     report("patched (one node's labels)", measure(lambda: patched(True, node=True), 100))
     report("patched, 8 requests in turn", measure(lambda: patched(True, rotate=True), 160))
+    refreshed(state, kinds(request), policies, CYCLES)
     return 0
+
+
+def refreshed(
+    state: dict[str, object], turns: list[AdmissionRequest], policies: Policies, cycles: int
+) -> None:
+    """The operator after a telemetry refresh (every 10 s): a new snapshot whose GPU and engine samples
+    all changed (same nodes, same pods) carries the previous index, then each request kind (4 tenants x
+    2 classes) is decided once in turn. CPU per refresh cycle (all 8) and per decision."""
+    per_cycle: tuple[list[float], list[float]] = ([], [])
+    per_decision: tuple[list[float], list[float]] = ([], [])
+    first: tuple[list[float], list[float]] = ([], [])
+    for i in range(1, cycles + 1):
+        prev = state["snap"]
+        assert isinstance(prev, ClusterSnapshot)
+        assert prev.telemetry is not None
+        reading = refreshed_telemetry(prev.telemetry, i)  # the reader's work, not the decision core's
+        w0, c0 = time.perf_counter(), time.thread_time()
+        nxt = prev.model_copy(update={"telemetry": reading})
+        drop_index(nxt)
+        carry_index(nxt, prev, (dict(index_of(prev).pod_by_key), set()))
+        for j, req in enumerate(turns):
+            w, c = time.perf_counter(), time.thread_time()
+            decide(req, nxt, policies, NOW)
+            dc, dw = (time.thread_time() - c) * 1000.0, (time.perf_counter() - w) * 1000.0
+            per_decision[0].append(dw)
+            per_decision[1].append(dc)
+            if j == 0:
+                first[0].append(dw)
+                first[1].append(dc)
+        per_cycle[1].append((time.thread_time() - c0) * 1000.0)
+        per_cycle[0].append((time.perf_counter() - w0) * 1000.0)
+        state["snap"] = nxt
+    report("refreshed, per cycle (8 kinds)", per_cycle)
+    report("refreshed, per decision", per_decision)
+    report("refreshed, first after refresh", first)
 
 
 if __name__ == "__main__":

@@ -123,7 +123,8 @@ def gpu_state(node: NodeInfo, samples: Sequence[GpuSample], aggregation: str) ->
     `aggregation` (None when one is unknown) and their least free framebuffer (None when unknown)."""
     if not samples:
         return NO_GPU_INFO
-    free = [g for g in samples if len(g.pods) < replicas(node, samples)] or list(samples)
+    per_gpu = replicas(node, samples)
+    free = [g for g in samples if len(g.pods) < per_gpu] or list(samples)
     loads = [g.tensor_active for g in free]
     u: float | None
     if any(x is None for x in loads):

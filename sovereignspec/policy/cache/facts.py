@@ -88,6 +88,7 @@ class Facts:
             FactKey("curves"), dict
         )
         self._book: ProfileBook | None = None
+        self._nb_scope: tuple[object, ...] | None = None
 
     def memo(self, key: FactKey, build: Callable[[], _T]) -> _T:
         """`build()` kept on the index under `key`."""
@@ -100,10 +101,25 @@ class Facts:
     # -- values the rules recompute otherwise (pure in their keys)
 
     def profiles(self) -> ProfileBook:
+        """Kept per the fields `profile_book` reads: a batch-class spec derived from the policy
+        (`batch_policies`) shares its profile list, hence its book and the facts keyed by it."""
         if self._book is None:
-            key = FactKey("profiles", scope=(self.spec,))
+            p = self.policy
+            key = FactKey("profiles", scope=(Same(p.accelerator_profiles), p.builtin_profiles))
             self._book = self.memo(key, lambda: profile_book(self.policy))
         return self._book
+
+    def _neighbour_scope(self) -> tuple[object, ...]:
+        """Everything `neighbour_inputs` reads of the policies: the profile book and four numbers
+        (not the slack aggregation: both classes of a tenant share a node's neighbours)."""
+        if self._nb_scope is not None:
+            return self._nb_scope
+        p = self.policy
+        self._nb_scope = (
+            Same(self.profiles()), p.default_tpot_slo_ms, p.unknown_neighbour_slack,
+            p.unknown_neighbour_margin, p.min_tpot_slo_ms, self.sov,
+        )  # fmt: skip
+        return self._nb_scope
 
     def _curve_entry(self, profile: AcceleratorProfile) -> tuple[StepCurve, dict[tuple[float, float], float]]:
         key = Same(profile)
@@ -234,7 +250,7 @@ class Facts:
             found = neighbour_inputs(view, free, self.profiles(), self.policy, self.slo_ms, self.sigma)
             return Neighbours.of(found)
 
-        found = self.memo(FactKey("neighbours", node.name, (self.spec, self.sov)), build)
+        found = self.memo(FactKey("neighbours", node.name, self._neighbour_scope()), build)
         return found.without_workload(self.wl.namespace, self.wl.name) if own else found
 
     def node_input(

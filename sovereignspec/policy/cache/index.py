@@ -8,14 +8,15 @@ inputs are the same objects. `index_of(snapshot)` builds (once) or returns a sna
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from sovereignspec.api.meta import ANNOTATION_DECISION
 from sovereignspec.model.cluster import ClusterSnapshot, NamespaceInfo, PodInfo, Reservation, same_items
 from sovereignspec.model.telemetry import EngineSample, GpuSample
 from sovereignspec.policy.cache.groups import PodGroups
-from sovereignspec.policy.cache.keys import FactKey
+from sovereignspec.policy.cache.held import HeldReservations
+from sovereignspec.policy.cache.keys import TELEMETRY_FREE, FactKey
 
 if TYPE_CHECKING:  # annotations only
     from sovereignspec.model.cluster import NodeInfo, WorkloadRef
@@ -55,7 +56,8 @@ class SnapshotIndex:
     engine_by_pod: dict[tuple[str, str], EngineSample]
     _fingerprints: dict[str, tuple[object, ...]]
     how: str = "derived"
-    """How this index was had: full (grouped from scratch), patched, or derived (shared with a base)."""
+    """How this index was had: full (grouped from scratch), patched, refreshed (patched across new
+    telemetry), or derived (shared with a base)."""
     _nodes: list[NodeInfo]
     _named_on: dict[tuple[str, str], set[str]]
     """Pod key -> nodes whose GPU samples name it (a fact about a node reads those pods too)."""
@@ -89,7 +91,6 @@ class SnapshotIndex:
             self._named_on = base._named_on
             self.carried = base.carried
         elif carry is not None and self._patch(snap, carry, pods):
-            self.how = "patched"
             self.wide = {}
         else:
             self.how = "full"
@@ -129,19 +130,23 @@ class SnapshotIndex:
             self.pods_by_node.setdefault(p.node, []).append(p)
             self._count(p, p.node, 1)
         self.pod_groups = PodGroups.of(snap.pods)
+        self._group_telemetry(snap)
+
+    def _group_telemetry(self, snap: ClusterSnapshot) -> None:
+        """The groupings of the GPU and engine samples (a telemetry refresh redoes only these)."""
         self.gpus_by_node = {}
         self.engine_by_pod = {}
-        if snap.telemetry is not None:
-            for g in snap.telemetry.gpus:
-                self.gpus_by_node.setdefault(g.node, []).append(g)
-            for e in snap.telemetry.engines:
-                self.engine_by_pod[(e.namespace, e.pod)] = e
+        self._named_on = {}
         self.inputs = _global_inputs(snap)
         tel = snap.telemetry
-        self._named_on = {}
-        for g in tel.gpus if tel else ():
+        if tel is None:
+            return
+        for g in tel.gpus:
+            self.gpus_by_node.setdefault(g.node, []).append(g)
             for ref in g.pods:
                 self._named_on.setdefault((ref.namespace, ref.name), set()).add(g.node)
+        for e in tel.engines:
+            self.engine_by_pod[(e.namespace, e.pod)] = e
 
     def _count(self, p: PodInfo, node: str, sign: int) -> None:
         """Add (sign 1) or remove (-1) a bound pod's GPUs on its node and under its decision."""
@@ -152,12 +157,16 @@ class SnapshotIndex:
                 self.bound_by_decision[key] = self.bound_by_decision.get(key, 0) + sign * p.gpu_request
 
     def _patch(self, snap: ClusterSnapshot, old: SnapshotIndex, pods: PodChanges | None = None) -> bool:
-        """Only pods or nodes changed (namespaces and samples are the same objects): patch `old`'s
+        """Only pods, nodes or telemetry changed (namespaces are the same objects): patch `old`'s
         groupings for the pods that changed and keep every fact about the nodes they do not touch.
         O(pods) identity checks instead of regrouping every pod and GPU sample of the cluster; a node
-        whose object changed (labels, taints, a cordon) loses only its own facts."""
-        if not _same_inputs(_global_inputs(snap), old.inputs):
+        whose object changed (labels, taints, a cordon) loses only its own facts. New GPU or engine
+        samples (a telemetry refresh) regroup only the samples, and keep only the facts whose kind
+        reads none (`keys.TELEMETRY_FREE`: occupants, isolation, the static filter, capacity rows)."""
+        inputs = _global_inputs(snap)
+        if not same_items(inputs[2], old.inputs[2]):
             return False
+        refreshed = not _same_inputs(inputs, old.inputs)
         if pods is not None:
             pod_by_key, maybe = pods
             changed = {k for k in maybe if old.pod_by_key.get(k) is not pod_by_key.get(k)}
@@ -198,6 +207,15 @@ class SnapshotIndex:
         self.pod_groups = old.pod_groups.patched(old.pod_by_key, pod_by_key, changed)
         self.pod_by_key = pod_by_key
         self.ns_labels = old.ns_labels
+        self.memo = old.memo.without(touched)
+        if refreshed:
+            self.how = "refreshed"
+            self._group_telemetry(snap)
+            self._fingerprints = {}
+            self.memo = self.memo.only(TELEMETRY_FREE)
+            self.carried = Carried.after(old, frozenset(touched), TELEMETRY_FREE)
+            return True
+        self.how = "patched"
         self.gpus_by_node = old.gpus_by_node
         self.engine_by_pod = old.engine_by_pod
         self.inputs = old.inputs
@@ -205,7 +223,6 @@ class SnapshotIndex:
         self._fingerprints = dict(old._fingerprints)
         for n in touched:
             self._fingerprints.pop(n, None)
-        self.memo = old.memo.without(touched)
         self.carried = Carried.after(old, frozenset(touched))
         return True
 
@@ -285,6 +302,15 @@ class NodeMemo:
             by[self.STATIC] = dict(by[self.STATIC])
         return NodeMemo(by)
 
+    def only(self, kinds: frozenset[str]) -> NodeMemo:
+        """The facts of these kinds only (after a telemetry refresh: those that read no sample)."""
+        by: dict[object, dict[FactKey, object]] = {}
+        for slot, group in self._by.items():
+            kept = {k: v for k, v in group.items() if k.kind in kinds}
+            if kept:
+                by[slot] = kept
+        return NodeMemo(by)
+
     def keep(self, old: NodeMemo, nodes: set[str]) -> None:
         """Take `old`'s facts about `nodes`, and its facts about no single node but the node list."""
         for slot, group in old._by.items():
@@ -307,80 +333,33 @@ class Carried:
         self.wide, self.touched, self.older = wide, touched, older
 
     @classmethod
-    def after(cls, old: SnapshotIndex, touched: frozenset[str]) -> Carried:
-        """The chain of an index patched from `old` (a copy: `old`'s own chain stays as it is)."""
+    def after(
+        cls, old: SnapshotIndex, touched: frozenset[str], kinds: frozenset[str] | None = None
+    ) -> Carried:
+        """The chain of an index patched from `old` (a copy: `old`'s own chain stays as it is); with
+        `kinds`, only the facts of those kinds (across a telemetry refresh)."""
         links: list[Carried] = []
         link = old.carried
         while link is not None and len(links) < cls.DEPTH - 1:
             links.append(link)
             link = link.older
+
         # A key found in a newer link is never read from an older one (carried_fact stops at the
         # newest): drop it there, so the chain holds about one copy of each fact, not one per link.
-        seen = set(old.wide)
+        def ok(k: object) -> bool:
+            return kinds is None or (isinstance(k, FactKey) and k.kind in kinds)
+
+        newest = old.wide if kinds is None else {k: v for k, v in old.wide.items() if ok(k)}
+        seen = set(newest)
         kept: list[tuple[dict[object, object], frozenset[str]]] = []
         for link in links:
-            wide = {k: v for k, v in link.wide.items() if k not in seen}
+            wide = {k: v for k, v in link.wide.items() if k not in seen and ok(k)}
             seen.update(wide)
             kept.append((wide, link.touched))
         older: Carried | None = None
         for wide, was_touched in reversed(kept):
             older = cls(wide, was_touched, older)
-        return cls(old.wide, touched, older)
-
-
-def _bound_key(r: Reservation) -> tuple[str, ...]:
-    return (r.namespace, r.name, r.node) if r.per_node_share else (r.namespace, r.name)
-
-
-class HeldReservations(Mapping[str, list[tuple[Reservation, int]]]):
-    """Trusted reservations by node that still hold GPUs, each with the GPUs it holds: a reservation is
-    consumed by the pods already bound under its decision name, and one that holds nothing any more is
-    left out (its pods, where they run, count instead). Only the nodes with such a reservation are keys:
-    in a cluster where every admitted workload has its pods, that is the few decisions in flight, not
-    every node, so a decision revisits only those (a held-nothing reservation on every node made each
-    decision O(nodes) again at 1,000 admitted workloads). The operator hands over groups it keeps up to
-    date instead of regrouping every reservation of the cluster per decision."""
-
-    def __init__(
-        self, groups: Mapping[str, Sequence[Reservation]], bound: Mapping[tuple[str, ...], int]
-    ) -> None:
-        self._groups, self._bound = groups, bound
-        self._done: dict[str, list[tuple[Reservation, int]]] = {}
-        self._live: list[str] | None = None
-
-    def _holding(self, node: str) -> list[tuple[Reservation, int]]:
-        hit = self._done.get(node)
-        if hit is None:
-            bound = self._bound
-            hit = self._done[node] = [
-                (r, left)
-                for r in self._groups.get(node, ())
-                if (left := r.gpus - bound.get(_bound_key(r), 0)) > 0
-            ]
-        return hit
-
-    def __getitem__(self, node: str) -> list[tuple[Reservation, int]]:
-        hit = self._holding(node)
-        if not hit:
-            raise KeyError(node)
-        return hit
-
-    def __contains__(self, node: object) -> bool:
-        return isinstance(node, str) and bool(self._holding(node))
-
-    def _nodes(self) -> list[str]:
-        if self._live is None:  # O(reservations) once per snapshot; a node's list is made when read
-            b = self._bound
-            self._live = [
-                n for n, rs in self._groups.items() if any(r.gpus > b.get(_bound_key(r), 0) for r in rs)
-            ]
-        return self._live
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._nodes())
-
-    def __len__(self) -> int:
-        return len(self._nodes())
+        return cls(newest, touched, older)
 
 
 Inputs = tuple[list[GpuSample] | None, list[EngineSample] | None, list[NamespaceInfo]]

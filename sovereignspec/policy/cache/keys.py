@@ -41,3 +41,15 @@ class FactKey(NamedTuple):
     def slot(self) -> object:
         """The group the fact is kept in: its node, or its kind for facts about no single node."""
         return self.node if self.node is not None else ("kind", self.kind)
+
+
+TELEMETRY_FREE = frozenset(
+    {
+        "static-filter", "batch-spec", "ns-rules", "slo-ms", "curves", "profiles", "estimate",
+        "pod-occupants", "isolation", "rows", "passed-lists",
+    }
+)  # fmt: skip
+"""The kinds of facts that read no GPU or engine sample (nodes, pods, namespaces, policies, or values
+only): a telemetry refresh keeps them (`SnapshotIndex._patch`). A kind not listed here is dropped at
+each refresh, so a new kind is safe until it is listed; list one only when its fact and everything it
+calls read no `GpuSample`, `EngineSample`, `gpus_by_node`, `engine_by_pod` or fingerprint."""

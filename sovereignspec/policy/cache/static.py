@@ -6,7 +6,7 @@ nodes and on the request's constraints."""
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import cast
 
 from sovereignspec.model.cluster import NodeInfo
@@ -45,6 +45,7 @@ def static_filter(
     if isinstance(hit, tuple):  # another node list: check only the changed nodes
         patched = _patch(hit[0], cast(StaticFilter, hit[1]), nodes, check, late)
         if patched is not None:
+            patched = _shared(facts, patched)
             idx.memo[key] = (nodes, patched)
             return patched
     why = [check(node) for node in nodes]
@@ -52,9 +53,25 @@ def static_filter(
     for w in why:
         if w is not None:
             excluded[w] = excluded.get(w, 0) + 1
-    result = _result(nodes, why, excluded, object(), late)
+    result = _shared(facts, _result(nodes, why, excluded, object(), late))
     idx.memo[key] = (nodes, result)
     return result
+
+
+def _shared(facts: Facts, result: StaticFilter) -> StaticFilter:
+    """Filters of other scopes (tenants, constraints) that pass the same node objects share one passed
+    list and row space: the facts kept per row (GPU state, evaluation inputs, the evaluation) are then
+    made once for all of them. A space still names one sequence of names: the same objects have the
+    same names, and a patched filter keeps its space only for the same names."""
+    table: dict[tuple[int, ...], tuple[list[NodeInfo], object]] = facts.memo(FactKey("passed-lists"), dict)
+    key = tuple(map(id, result.passed))  # the table holds the lists: their ids are not reused meanwhile
+    hit = table.get(key)
+    if hit is None:
+        if len(table) >= 64:
+            table.clear()
+        table[key] = (result.passed, result.space)
+        return result
+    return replace(result, passed=hit[0], space=hit[1])
 
 
 def _result(
