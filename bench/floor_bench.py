@@ -82,7 +82,7 @@ def main() -> int:
     cluster = LocalCluster.from_env_file() if cluster_running() else LocalCluster.ensure_up()
     crds = str(ROOT / "crds")
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", crds)
-    cluster.kubectl("wait", "--for", "condition=Established", "--timeout", "60s", "-f", crds)
+    cluster.wait_established(ROOT / "crds")
     api = cluster.api_client
     core_api, co = client.CoreV1Api(api), client.CustomObjectsApi(api)
     ns = f"floor-bench-{uuid.uuid4().hex[:6]}"

@@ -574,7 +574,7 @@ def main() -> int:
     cluster = LocalCluster.from_env_file() if cluster_running() else LocalCluster.ensure_up()
     crds = str(ROOT / "crds")
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", crds)
-    cluster.kubectl("wait", "--for", "condition=Established", "--timeout", "60s", "-f", crds)
+    cluster.wait_established(ROOT / "crds")
 
     ident = CountedIdentity(cluster)
     op_cluster = ident.create()

@@ -78,7 +78,12 @@ step "helm upgrade --install $RELEASE (CRDs, RBAC, default SpeculationPolicy + A
   --set "operator.prometheusUrl=$PROMETHEUS_URL" --set-json "admissionPolicy=$ADMISSION_POLICY" \
   --wait=false >"$WORK/helm.log"
 "${K[@]}" scale deploy -n "$NS" "$RELEASE" --replicas 0 >/dev/null
-"${K[@]}" wait --for condition=Established --timeout 60s -f charts/sovereignspec/crds >/dev/null
+# Retried: `kubectl wait` exits at once on a CRD whose status the API server has not written yet.
+for _ in $(seq 60); do
+  "${K[@]}" wait --for condition=Established --timeout 10s -f charts/sovereignspec/crds >/dev/null 2>&1 && break
+  sleep 1
+done
+"${K[@]}" wait --for condition=Established --timeout 10s -f charts/sovereignspec/crds >/dev/null
 echo "installed: $("$HELM" list -n "$NS" -f "^$RELEASE\$" -o json | "$PY" -c 'import json,sys; r=json.load(sys.stdin)[0]; print(r["chart"], r["status"])')"
 
 step "fake GPU nodes (KR, DE, US; background load 0.05 ... 0.95)"

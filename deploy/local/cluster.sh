@@ -439,6 +439,17 @@ clientConnection:
 EOF
 }
 
+# established FILE : wait (60 s) until every CRD in FILE is Established. `kubectl wait` alone exits at once
+# with ".status.conditions accessor error" when it reads a CRD whose status the API server has not
+# written yet (seen in CI right after the apply), so it is retried until the deadline.
+established() {
+  local file=$1 t0=$SECONDS
+  until "${KUBECTL[@]}" wait --for condition=Established --timeout 10s -f "$file" >/dev/null 2>&1; do
+    ((SECONDS - t0 < 60)) || die "CRDs of $file not Established after 60s"
+    sleep 1
+  done
+}
+
 # The LeaderWorkerSet controller (sigs.k8s.io/lws at the version Kueue requires). Started before
 # Kueue: Kueue's LWS integration needs the LeaderWorkerSet CRD served when it sets up.
 up_lws() {
@@ -447,7 +458,7 @@ up_lws() {
   "$PYTHON" "$LOCAL_DIR/render_lws.py" "$LWS_SHARE" "$LWS_WEBHOOK_PORT" "$PKI_DIR/ca.crt" \
     "$CONF_DIR/lws-crds.yaml" "$CONF_DIR/lws-webhooks.yaml"
   "${KUBECTL[@]}" apply --server-side --force-conflicts -f "$CONF_DIR/lws-crds.yaml" >/dev/null
-  "${KUBECTL[@]}" wait --for condition=Established --timeout 60s -f "$CONF_DIR/lws-crds.yaml" >/dev/null
+  established "$CONF_DIR/lws-crds.yaml"
   "${KUBECTL[@]}" create namespace lws-system --dry-run=client -o yaml | "${KUBECTL[@]}" apply -f - >/dev/null
   "${KUBECTL[@]}" apply --server-side --force-conflicts -f "$CONF_DIR/lws-webhooks.yaml" >/dev/null
   lws_config
@@ -464,7 +475,7 @@ up_kueue() {
   "$PYTHON" "$LOCAL_DIR/render_kueue.py" "$KUEUE_SHARE" "$KUEUE_WEBHOOK_PORT" "$PKI_DIR/ca.crt" \
     "$CONF_DIR/kueue-crds.yaml" "$CONF_DIR/kueue-webhooks.yaml"
   "${KUBECTL[@]}" apply --server-side --force-conflicts -f "$CONF_DIR/kueue-crds.yaml" >/dev/null
-  "${KUBECTL[@]}" wait --for condition=Established --timeout 60s -f "$CONF_DIR/kueue-crds.yaml" >/dev/null
+  established "$CONF_DIR/kueue-crds.yaml"
   "${KUBECTL[@]}" create namespace kueue-system --dry-run=client -o yaml | "${KUBECTL[@]}" apply -f - >/dev/null
   "${KUBECTL[@]}" apply --server-side --force-conflicts -f "$CONF_DIR/kueue-webhooks.yaml" >/dev/null
   kueue_config

@@ -36,7 +36,7 @@ class Stack:
 
 def install_crds(cluster: LocalCluster) -> None:
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
-    cluster.kubectl("wait", "--for", "condition=Established", "--timeout", "60s", "-f", str(ROOT / "crds"))
+    cluster.wait_established(ROOT / "crds")
 
 
 @pytest.fixture(scope="session")

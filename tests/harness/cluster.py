@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -126,6 +127,21 @@ class LocalCluster:
     def subprocess_env(self) -> dict[str, str]:
         """os.environ plus KUBECONFIG, for child processes (operator, kubectl, helm)."""
         return {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+
+    def wait_established(self, crds: Path, timeout: float = 60) -> None:
+        """Every CRD under `crds` Established. `kubectl wait` exits at once (".status.conditions
+        accessor error") on a CRD whose status the API server has not written yet, so it is retried."""
+        deadline = time.monotonic() + timeout
+        while True:
+            wait = ("wait", "--for", "condition=Established", "--timeout", "10s", "-f", str(crds))
+            result = self.kubectl(*wait, check=False, timeout=30)
+            if result.returncode == 0:
+                return
+            if time.monotonic() > deadline:
+                raise ClusterError(
+                    f"CRDs of {crds} not Established after {timeout:g}s: {result.stderr.strip()}"
+                )
+            time.sleep(1)
 
     def kubectl(
         self,
