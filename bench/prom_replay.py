@@ -54,7 +54,11 @@ def main() -> int:
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+    class Server(http.server.ThreadingHTTPServer):
+        request_queue_size = 128  # ten queries connect at once; the default backlog of 5 drops SYNs
+        daemon_threads = True
+
+    Server(("127.0.0.1", port), Handler).serve_forever()
     return 0
 
 

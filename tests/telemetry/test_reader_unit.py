@@ -24,9 +24,17 @@ SPEC = TelemetrySpec(query_timeout_seconds=1.0, cache_ttl_seconds=10)
 Answer = Callable[[str], tuple[int, Any]]
 
 
+class _Server(ThreadingHTTPServer):
+    """The reader connects ten queries at once; the standard library's listen backlog of 5 drops SYNs in
+    such a burst on a loaded machine, and the kernel's 1 s retransmit then reads as a query timeout."""
+
+    request_queue_size = 128
+    daemon_threads = True
+
+
 @pytest.fixture
 def fake_prometheus() -> Iterator[Callable[[Answer], str]]:
-    servers: list[ThreadingHTTPServer] = []
+    servers: list[_Server] = []
 
     def start(answer: Answer) -> str:
         class H(BaseHTTPRequestHandler):
@@ -43,7 +51,7 @@ def fake_prometheus() -> Iterator[Callable[[Answer], str]]:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        srv = _Server(("127.0.0.1", 0), H)
         threading.Thread(target=srv.serve_forever, daemon=True).start()
         servers.append(srv)
         return f"http://127.0.0.1:{srv.server_address[1]}"
@@ -184,8 +192,7 @@ def trickling_prometheus() -> Iterator[tuple[str, list[str], threading.Event]]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
-    srv.daemon_threads = True
+    srv = _Server(("127.0.0.1", 0), H)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{srv.server_address[1]}", encodings, stop
     stop.set()
@@ -199,7 +206,9 @@ def test_a_stuck_query_times_out_and_the_next_refresh_gets_fresh_threads(
     """The fetching threads are kept between refreshes only while every query comes back: a query stuck
     past the deadline must not hold up the next refresh behind it."""
     url, _, _ = trickling_prometheus
-    spec = SPEC.model_copy(update={"query_timeout_seconds": 1.0, "cache_ttl_seconds": 0})
+    # 3 s, not 1: the second refresh's ten fresh connections must each come back within it on a loaded
+    # CI machine; the trickled body takes 14 s, so the first refresh still gets stuck.
+    spec = SPEC.model_copy(update={"query_timeout_seconds": 3.0, "cache_ttl_seconds": 0})
     reader = PrometheusReader(url, spec)
     first = reader.refresh()
     assert [g.code for g in first.gaps if g.source == Query.FB_FREE.value] == [GapCode.TIMEOUT], first.gaps
