@@ -777,12 +777,14 @@ def main() -> int:
         idle_c0, idle_t0 = proc_cpu_seconds(op.proc.pid), time.monotonic()
         idle_e0 = watch_events(op.metrics())
         idle_d0, idle_r0 = metric_sum(op.metrics(), "sovereignspec_drift_checks_total"), qpr()[1]
+        say(f"idle window: {args.idle_seconds:.0f} s from now, nothing submitted (operator pid {op.proc.pid})")
         time.sleep(args.idle_seconds)
         idle_m = op.metrics()
         idle = {
             "cpu": proc_cpu_seconds(op.proc.pid) - idle_c0,
             "wall": time.monotonic() - idle_t0,
             "events": sum(watch_events(idle_m).values()) - sum(idle_e0.values()),
+            "by_kind": {k: v - idle_e0.get(k, 0.0) for k, v in sorted(watch_events(idle_m).items())},
             "drift": metric_sum(idle_m, "sovereignspec_drift_checks_total") - idle_d0,
             "refreshes": qpr()[1] - idle_r0,
         }
@@ -1071,7 +1073,9 @@ def main() -> int:
         )
         print(
             f"background (idle {idle['wall']:.0f} s after the ample bursts, their workloads held): operator "
-            f"CPU {1000 * idle_rate:.1f} ms per s ({idle['events']:.0f} watch events, {idle['drift']:.0f} drift "
+            f"CPU {1000 * idle_rate:.1f} ms per s ({idle['events']:.0f} watch events: "
+            + ", ".join(f"{k} {v:.0f}" for k, v in idle["by_kind"].items())  # type: ignore[union-attr]
+            + f"; {idle['drift']:.0f} drift "
             f"evaluations, {idle['refreshes']:.0f} telemetry refreshes); the check bursts' "
             f"{arm['check']['wall']:.0f} s at that rate: {idle_rate * arm['check']['wall']:.1f} of "
             f"{cpu_s:.1f} CPU-seconds -> {decisions / marginal if marginal > 0 else float('nan'):.1f} decisions "

@@ -83,6 +83,12 @@ class Condition(Model):
     reason: str = Field(min_length=1, max_length=1024)
     message: Message = ""
     last_transition_time: datetime | None = None
+    last_update_time: datetime | None = Field(
+        default=None,
+        description="When the message was last rewritten (as in a Deployment's conditions). A verdict "
+        "that stays the same rewrites the figures in its message at most every driftMessageRefreshSeconds "
+        "of the operator; a change of status or reason is written at once. Absent: lastTransitionTime.",
+    )
     observed_generation: int | None = None
 
 

@@ -285,7 +285,9 @@ class Controller:
                 (c.wire() for c in dec.status.conditions if c.type == DRIFT),
                 None,
             )
-            cond = drift_condition(previous, result, dec.metadata.generation, now)
+            cond = drift_condition(
+                previous, result, dec.metadata.generation, now, st.drift_message_refresh_seconds
+            )
             outcome = "drifted" if result.drifted else "stable"
             try:
                 if cond is not None:

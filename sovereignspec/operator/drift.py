@@ -84,25 +84,49 @@ class SweepPace:
 
 def grace_over(condition: Mapping[str, Any] | None, result: DriftResult, now: datetime) -> bool:
     """Drift=True has lasted at least the policy's grace period (hysteresis against flapping)."""
-    if condition is None or condition.get("status") != "True" or not condition.get("lastTransitionTime"):
+    if condition is None or condition.get("status") != "True":
         return False
-    since = datetime.fromisoformat(str(condition["lastTransitionTime"]).replace("Z", "+00:00"))
-    return (now - since).total_seconds() >= result.grace_seconds
+    since = _time(condition.get("lastTransitionTime"))
+    return since is not None and (now - since).total_seconds() >= result.grace_seconds
+
+
+def _time(value: Any) -> datetime | None:
+    """A condition's RFC 3339 time as written (or a datetime, from a parsed record); None if absent."""
+    if isinstance(value, datetime):
+        return value
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
 
 
 def drift_condition(
-    previous: Mapping[str, Any] | None, result: DriftResult, generation: int | None, now: datetime
+    previous: Mapping[str, Any] | None,
+    result: DriftResult,
+    generation: int | None,
+    now: datetime,
+    refresh_seconds: float = 0.0,
 ) -> dict[str, Any] | None:
-    """The Drift condition to apply, or None when the one on record already says the same."""
+    """The Drift condition to apply, or None when the one on record already says the same, or says the
+    same verdict (status and reason) and was written less than `refresh_seconds` ago.
+
+    The message carries live figures (today's schedule, predicted S_real under the hysteresis) that move
+    with every telemetry refresh; rewriting them on every sweep was one status apply and one watch event
+    per admitted workload per sweep, the largest self-inflicted load of an idle operator (docs/scale.md).
+    """
     status = "True" if result.drifted else "False"
     reason = "SpeculationDrifted" if result.drifted else "NoDrift"
-    if (
-        previous is not None
-        and previous.get("status") == status
-        and previous.get("reason") == reason
-        and previous.get("message") == result.message
-    ):
-        return None
+    same_verdict = (
+        previous is not None and previous.get("status") == status and previous.get("reason") == reason
+    )
+    if same_verdict and previous is not None:
+        if previous.get("message") == result.message:
+            return None
+        written = _time(previous.get("lastUpdateTime") or previous.get("lastTransitionTime"))
+        if written is not None and (now - written).total_seconds() < refresh_seconds:
+            return None
     keep = previous is not None and previous.get("status") == status and previous.get("lastTransitionTime")
     cond: dict[str, Any] = {
         "type": DRIFT,
@@ -112,6 +136,7 @@ def drift_condition(
         "lastTransitionTime": previous["lastTransitionTime"]  # type: ignore[index]
         if keep
         else rfc3339(now),
+        "lastUpdateTime": rfc3339(now),
     }
     if generation is not None:
         cond["observedGeneration"] = generation

@@ -49,6 +49,11 @@ class OperatorSettings(BaseSettings):
         "is otherwise idle (capped by drift_cpu_share): at about 1.2 ms per admitted workload, a sweep "
         "over 1,000 takes a minute then.",
     )
+    drift_message_refresh_seconds: Seconds = Field(
+        default=300.0,
+        description="Least seconds between two rewrites of a Drift condition whose verdict (status and "
+        "reason) is unchanged and whose message's live figures moved; a new verdict is written at once.",
+    )
     telemetry_refresh_seconds: Seconds = 10.0
     api_concurrency: Annotated[int, Field(ge=1, le=256)] = Field(
         default=32,

@@ -91,6 +91,28 @@ def test_drift_condition_and_grace() -> None:
     assert not grace_over(cleared, _result(True), NOW + timedelta(hours=1))
 
 
+def test_a_drift_message_whose_verdict_holds_is_rewritten_at_most_every_refresh_period() -> None:
+    """Live figures in the message move with every telemetry refresh: an unchanged verdict rewrites them
+    only once `refresh_seconds` have passed since the last write; a new verdict is written at once."""
+    first = drift_condition(None, _result(False, "S_real 1.88"), 1, NOW, 300)
+    assert first is not None
+    assert first["lastUpdateTime"] == first["lastTransitionTime"] == "2026-11-29T10:00:00Z"
+    later = NOW + timedelta(seconds=299)
+    assert drift_condition(first, _result(False, "S_real 1.91"), 1, later, 300) is None
+    due = drift_condition(first, _result(False, "S_real 1.91"), 1, NOW + timedelta(seconds=300), 300)
+    assert due is not None and due["message"] == "S_real 1.91"
+    assert due["lastTransitionTime"] == "2026-11-29T10:00:00Z"
+    assert due["lastUpdateTime"] == "2026-11-29T10:05:00Z"
+    flipped = drift_condition(due, _result(True, "k 3 -> 4"), 1, NOW + timedelta(seconds=301), 300)
+    assert flipped is not None and flipped["status"] == "True"  # a new verdict does not wait
+    assert flipped["lastTransitionTime"] == flipped["lastUpdateTime"] == "2026-11-29T10:05:01Z"
+    # Written before lastUpdateTime existed (or by decision_status at admission): lastTransitionTime counts.
+    old = {"type": "Drift", "status": "False", "reason": "NoDrift", "message": "a",
+           "lastTransitionTime": "2026-11-29T10:00:00Z"}  # fmt: skip
+    assert drift_condition(old, _result(False, "b"), 1, NOW + timedelta(seconds=10), 300) is None
+    assert drift_condition(old, _result(False, "b"), 1, NOW + timedelta(seconds=10), 0) is not None
+
+
 def test_check_entries_tolerate_fields_newer_kueue_adds() -> None:
     entry = CheckEntry.model_validate(
         {
