@@ -37,7 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         metavar="NAME",
         default=[],
-        help="also run this policy (sovereignspec-throughput, sovereignspec-calibrated)",
+        help="also run this policy (sovereignspec-throughput, sovereignspec-calibrated, "
+        "sovereignspec-neighbour-blind)",
     )
     parser.add_argument("-o", "--output", choices=["json", "table"], default="table")
     parser.add_argument("--plots", metavar="DIR", help="write PNG plots into DIR (needs matplotlib)")

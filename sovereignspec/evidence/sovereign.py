@@ -136,16 +136,19 @@ def snapshot(
     tick: int,
     policy: SpeculationPolicySpec,
     *,
-    neighbour_slos: bool = True,
+    neighbours_visible: bool = True,
     acceptance_visible: bool = True,
 ) -> ClusterSnapshot:
     """The cluster as the operator sees it; subjects' pods carry the decision annotation Kueue's
     podSetUpdates put there (how the drift rule recognises a workload's own pods).
 
-    Ablations: without `neighbour_slos` no pod claims an SLO and no engine sample is visible, so no
-    co-located pod is SLO-bound and decide()'s neighbour condition never binds (DESIGN.md §2: a pod with
-    neither an SLO annotation nor an engine sample does not constrain us); without `acceptance_visible`
-    no spec-decode counters reach decide(): it runs on its acceptance priors alone."""
+    Information ablations: without `neighbours_visible` no pod claims an SLO and no engine sample is
+    visible (`sovereignspec-neighbour-blind`): no co-located pod is SLO-bound, so decide()'s neighbour
+    condition never binds (DESIGN.md §2: a pod with neither an SLO annotation nor an engine sample does
+    not constrain us), but decide() also loses the engines' TPOT and running sequences everywhere else;
+    without `acceptance_visible` no spec-decode counters reach decide(): it runs on its acceptance
+    priors alone. The neighbour condition itself is switched off in the policies, not here
+    (`SovereignSpec(neighbour_condition=False)`)."""
     sc = sim.sc
     nodes = [
         NodeInfo(name=n.name, labels={LABEL_HOSTNAME: n.name, DEFAULT_JURISDICTION_LABEL: n.jurisdiction,
@@ -155,8 +158,8 @@ def snapshot(
     ]  # fmt: skip
     pods = [
         PodInfo(namespace=eng.tenant, name=eng.name, node=sim.gpus[int(sim.gpu_of[e])].node, phase="Running",
-                gpu_request=1, annotations={**({ANNOTATION_TPOT_SLO_MS: f"{eng.slo_ms:g}"} if neighbour_slos
-                                               else {}),
+                gpu_request=1, annotations={**({ANNOTATION_TPOT_SLO_MS: f"{eng.slo_ms:g}"}
+                                               if neighbours_visible else {}),
                                             ANNOTATION_TARGET_MODEL: TARGET.name,
                                             **({ANNOTATION_DECISION: eng.name} if eng.subject else {})})
         for e, eng in enumerate(sc.engines) if sim.gpu_of[e] >= 0
@@ -174,7 +177,9 @@ def snapshot(
         pods=pods,
         speculation_policies=[SpeculationPolicy(metadata=ObjectMeta(name="default"), spec=policy)],
         sovereignty_policies=sov,
-        telemetry=observe(sim, tick, engines_visible=neighbour_slos, acceptance_visible=acceptance_visible),
+        telemetry=observe(
+            sim, tick, engines_visible=neighbours_visible, acceptance_visible=acceptance_visible
+        ),
     )
 
 
@@ -199,7 +204,13 @@ def workload(sim: Simulation, e: int, pin_node: str | None) -> WorkloadInfo:
 class SovereignSpec(Scheduled):
     """decide() at admission; the engine then runs the decided schedule. With `budget_only`, the node
     is pinned (template nodeSelector) to where the baselines would put it: the draft budget alone; with
-    `placed` (diagnostic), to the GPUs another run chose."""
+    `placed` (diagnostic), to the GPUs another run chose.
+
+    Ablations: `neighbour_condition=False` decides on the same snapshot with the neighbour-SLO condition
+    switched off (`Policies.neighbour_condition`: claim C6's `sovereignspec-no-neighbour-condition`);
+    `neighbour_telemetry=False` hides every SLO annotation and engine sample from the snapshot instead
+    (`sovereignspec-neighbour-blind`, what C6 measured before: a different information set, not the
+    condition alone); `acceptance_telemetry=False` decides on the acceptance priors alone."""
 
     def __init__(
         self,
@@ -209,13 +220,17 @@ class SovereignSpec(Scheduled):
         placed: IntArray | None = None,
         neighbour_condition: bool = True,
         acceptance_telemetry: bool = True,
+        neighbour_telemetry: bool = True,
     ) -> None:
         super().__init__(name or ("sovereignspec-budget-only" if budget_only else "sovereignspec"), None)
         self.placed = placed  # diagnostic: decide() pinned to these GPUs' nodes
-        self.neighbour_condition = neighbour_condition  # ablation: False hides every neighbour's SLO
+        self.neighbour_condition = neighbour_condition  # ablation: False switches condition 2 off
+        self.neighbour_telemetry = neighbour_telemetry  # ablation: False hides every SLO and engine sample
         self.acceptance_telemetry = acceptance_telemetry  # ablation: False decides on the priors alone
         self.policy = policy or SpeculationPolicySpec()
-        self.policies = Policies(speculation=self.policy, speculation_name="default")
+        self.policies = Policies(
+            speculation=self.policy, speculation_name="default", neighbour_condition=neighbour_condition
+        )
         self.budget_only = budget_only
         self.decisions: dict[str, Decision] = {}
         self.admitted_at: dict[int, int] = {}
@@ -232,10 +247,11 @@ class SovereignSpec(Scheduled):
         return super().choose_k(sim, tick, batch)
 
     def _decide(self, sim: Simulation, e: int, pin: str | None) -> Decision:
-        snap = snapshot(sim, sim.tick, self.policy, neighbour_slos=self.neighbour_condition,
+        snap = snapshot(sim, sim.tick, self.policy, neighbours_visible=self.neighbour_telemetry,
                         acceptance_visible=self.acceptance_telemetry)  # fmt: skip
         policies = Policies(speculation=self.policy, speculation_name="default",
-                            sovereignty=tuple(snap.sovereignty_policies))  # fmt: skip
+                            sovereignty=tuple(snap.sovereignty_policies),
+                            neighbour_condition=self.neighbour_condition)  # fmt: skip
         return decide(AdmissionRequest(workload=workload(sim, e, pin), check=CHECK), snap, policies,
                       EPOCH + timedelta(seconds=sim.tick * sim.sc.dt_s))  # fmt: skip
 

@@ -35,6 +35,12 @@ class Policies:
     speculation: SpeculationPolicySpec = field(default_factory=SpeculationPolicySpec)
     speculation_name: str | None = None
     sovereignty: Sequence[SovereigntyPolicy] = ()
+    neighbour_condition: bool = True
+    """The neighbour-SLO admission condition (DESIGN.md §2, condition 2) in force. Evidence only: the
+    simulator's ablation `sovereignspec-no-neighbour-condition` (claim C6) sets it False to measure what
+    the condition prevents on the same snapshot. `select_policies` never sets it, so the operator and
+    the CLI always run with the condition; it is not a SpeculationPolicy field (no user should run
+    without it)."""
 
 
 def find_our_check(

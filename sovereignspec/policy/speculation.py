@@ -27,10 +27,9 @@ from sovereignspec.policy.budget import (
 )
 from sovereignspec.policy.cache.facts import Facts
 from sovereignspec.policy.cache.rows import GpuRows, gpu_rows
-from sovereignspec.policy.cache.spec import SpecRows, evaluation_rows, spec_rows
+from sovereignspec.policy.cache.spec import SpecRows, evaluation_rows, neighbour_bounds_of, spec_rows
 from sovereignspec.policy.candidates import Candidates
 from sovereignspec.policy.claims import Claims
-from sovereignspec.policy.conditions import neighbour_bounds
 from sovereignspec.policy.node_state import NO_GPU_INFO, GpuInfo, Neighbours, NodeInput
 from sovereignspec.policy.pin import Pins
 from sovereignspec.policy.record import ReasonType
@@ -213,7 +212,7 @@ def evaluate_candidates(
     own = _without_own_pods(facts, cands, spec, gpu, at)
     if own:  # our own old pods (a re-decision) are no neighbours: evaluate those nodes again
         redo = np.asarray(sorted(own), dtype=np.int64)
-        bound = neighbour_bounds([own[int(e)] for e in redo], facts.policy.safety)
+        bound = neighbour_bounds_of(facts, [own[int(e)] for e in redo])
         e_range = range_index(ranges, claims.expected_batch)
         evaluation.put(redo, evaluate_groups(t, spec.gid[cands.at[ev_c[redo]]], bound, e_range))
     return Options(cands, gpu, spec, evaluation, at[cands.canon], own)

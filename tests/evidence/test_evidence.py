@@ -8,19 +8,33 @@ CI runs the suite on SEEDS (a few minutes on 2 cores); docs/evidence.md reports 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 import pytest
 
+from sovereignspec.api.meta import ANNOTATION_TPOT_SLO_MS
 from sovereignspec.cli.main import main
+from sovereignspec.evidence import sovereign
 from sovereignspec.evidence.calibration import PUBLISHED, fit, out_of_sample
 from sovereignspec.evidence.policies import Scheduled
 from sovereignspec.evidence.pools import STANDARD_POOLS, standard_pool
 from sovereignspec.evidence.scenario import GOOD_EAGLE3, EngineSpec, single_gpu
 from sovereignspec.evidence.sim import simulate
-from sovereignspec.evidence.suite import CLAIRVOYANT, POLICY_NAMES, SuiteRun, acceptance, run_suite
+from sovereignspec.evidence.suite import (
+    CLAIRVOYANT,
+    POLICY_NAMES,
+    SuiteRun,
+    acceptance,
+    make_policy,
+    run_suite,
+)
 from sovereignspec.evidence.truth import GPU_TYPES, expected_length, hinge, solve, step_parts
+from sovereignspec.model.cluster import ClusterSnapshot
+from sovereignspec.policy.decision import Decision
+from sovereignspec.policy.request import AdmissionRequest, Policies
 
 SEEDS = (1, 2)
 CONTRACT_POLICIES = {"off", "always-on", "seed000-recipe", "static-schedule", "in-engine-goodput",
@@ -174,3 +188,35 @@ def test_cli_calibrate_and_measure(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_policy_names_cover_the_contract() -> None:
     assert set(POLICY_NAMES) >= CONTRACT_POLICIES
+
+
+def test_the_c6_ablation_decides_on_the_same_snapshot_without_the_neighbour_condition(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`sovereignspec-no-neighbour-condition` hands decide() the snapshot `sovereignspec` gets (every SLO
+    annotation, every engine sample) and only switches the condition off in its Policies; the old
+    information ablation, `sovereignspec-neighbour-blind`, hides the SLOs and engines instead."""
+    calls: list[tuple[ClusterSnapshot, Policies]] = []
+    real = sovereign.decide
+
+    def spy(request: AdmissionRequest, snap: ClusterSnapshot, policies: Policies, now: datetime) -> Decision:
+        calls.append((snap, policies))
+        return real(request, snap, policies, now)
+
+    monkeypatch.setattr(sovereign, "decide", spy)
+    sc = standard_pool("mixed").scenario(("mps", 2e-3))
+    seen: dict[str, list[tuple[ClusterSnapshot, Policies]]] = {}
+    for name in ("sovereignspec", "sovereignspec-no-neighbour-condition", "sovereignspec-neighbour-blind"):
+        calls.clear()
+        simulate(sc, make_policy(name), 1)
+        seen[name] = list(calls)
+    (ours, ours_p), (fair, fair_p), (blind, blind_p) = (seen[n][0] for n in seen)
+    assert fair.model_dump() == ours.model_dump()  # the first decision: nothing has diverged yet
+    assert ours_p.neighbour_condition and not fair_p.neighbour_condition
+    assert all(not p.neighbour_condition for _, p in seen["sovereignspec-no-neighbour-condition"])
+    for snap, _ in seen["sovereignspec-no-neighbour-condition"]:
+        assert snap.telemetry is not None and snap.telemetry.engines
+        assert all(ANNOTATION_TPOT_SLO_MS in p.annotations for p in snap.pods)
+    assert blind_p.neighbour_condition and blind.telemetry is not None and not blind.telemetry.engines
+    assert not any(ANNOTATION_TPOT_SLO_MS in p.annotations for p in blind.pods)
+    assert fair_p == replace(ours_p, neighbour_condition=False, sovereignty=fair_p.sovereignty)

@@ -1,19 +1,29 @@
 """The paper's two admission conditions on a draft budget, by name (DESIGN.md §2): `self_benefit`
 (S_real ≥ 1 + minGain) and `neighbour_slo` (our load increase within what every co-located engine's SLO
-margin tolerates, `neighbour_bounds`). How they pick k* per range is in test_budget.py."""
+margin tolerates, `neighbour_bounds`). How they pick k* per range is in test_budget.py. Last, through
+decide(): the evidence-only switch that turns the neighbour condition off (the C6 ablation)."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sovereignspec.api.speculation_decision import NeighbourImpact
+from sovereignspec.cli.decide import load_scenario
+from sovereignspec.model.cluster import ClusterSnapshot, WorkloadRef
 from sovereignspec.model.speedup import neighbour_slowdown
 from sovereignspec.policy.conditions import neighbour_bounds, neighbour_slo, self_benefit
+from sovereignspec.policy.decide import decide
 from sovereignspec.policy.node_state import NO_NEIGHBOURS, NeighbourInput, Neighbours
+from sovereignspec.policy.parse import build_snapshot, parse_telemetry, parse_time, parse_workload
+from sovereignspec.policy.request import AdmissionRequest, Policies, request_for
 
 
 def _one(margin: float | None, sigma: float = 0.5, u: float = 0.2) -> Neighbours:
@@ -58,3 +68,74 @@ def test_at_the_bound_the_neighbour_slows_down_by_exactly_its_allowance(
     (bound,) = neighbour_bounds([_one(margin, sigma, u)], safety)
     eps = float(neighbour_slowdown(sigma, bound, u))
     assert eps == pytest.approx(margin * (1.0 - safety), rel=1e-6, abs=1e-9)
+
+
+# -- the switch the C6 ablation flips (`Policies.neighbour_condition`), through decide() ------------------
+
+SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "neighbour-at-slo.yaml"
+
+
+def _near_slo(
+    tpot_s: float, tensor_active: float
+) -> tuple[AdmissionRequest, ClusterSnapshot, Policies, datetime]:
+    """neighbour-at-slo with the neighbour `shop-llm-0` (SLO 40 ms) running at `tpot_s`, i.e. within
+    its SLO, on a GPU at `tensor_active`: decide()'s inputs as the CLI builds them."""
+    data = load_scenario(SCENARIO.read_text(encoding="utf-8"))
+    data["telemetry"]["engines"][0]["tpotSeconds"] = tpot_s
+    data["telemetry"]["gpus"][0]["tensorActive"] = tensor_active
+    wl = parse_workload(data["workload"])
+    snap = build_snapshot(
+        data["objects"],
+        parse_telemetry(data["telemetry"]),
+        extra_workloads=[WorkloadRef(namespace=wl.namespace, name=wl.name, uid=wl.uid)],
+    )
+    request, policies = request_for(wl, snap)
+    return request, snap, policies, parse_time(data["now"], "now")
+
+
+def _figures(nb: NeighbourImpact) -> tuple[float, float]:
+    """(SLO margin, our predicted slowdown) of a neighbour on the record."""
+    assert nb.margin_before is not None and nb.slowdown is not None
+    return nb.margin_before, nb.slowdown
+
+
+def test_without_the_neighbour_condition_decide_speculates_past_a_neighbours_slo() -> None:
+    """The neighbour runs 0.25 % inside its SLO (39.9 ms against 40 ms) on a GPU at tensor-active 0.8.
+    With the condition (the default, and all `select_policies` ever gives) every budget would push it
+    past its margin: speculation off, NeighbourSlo. With it switched off, the same snapshot gets a
+    schedule whose predicted slowdown of that neighbour is far beyond its margin. Ignoring the switch
+    fails the second half."""
+    request, snap, policies, now = _near_slo(0.0399, 0.8)
+    assert policies.neighbour_condition  # the operator's and the CLI's policies keep the condition
+    kept = decide(request, snap, policies, now)
+    dropped = decide(request, snap, replace(policies, neighbour_condition=False), now)
+    assert (kept.state, kept.reason, kept.speculative.enabled) == ("Ready", "NeighbourSlo", False), (
+        kept.message
+    )
+    assert (dropped.state, dropped.node) == ("Ready", kept.node)
+    assert dropped.speculative.enabled and dropped.speculative.num_speculative_tokens > 0, dropped.message
+    assert dropped.reason != "NeighbourSlo"
+    (nb,) = dropped.neighbours
+    margin, slowdown = _figures(nb)
+    assert nb.pod == "shop-llm-0" and 0 < margin < 0.01
+    assert slowdown > 5 * margin  # its TPOT is predicted well past the SLO
+
+
+def test_the_switch_changes_only_the_neighbour_condition_and_is_kept_apart_in_the_memo() -> None:
+    """A neighbour 2.5 % inside its SLO (39 ms): with the condition decide() keeps speculation where its
+    predicted slowdown stays within the margin less the safety; without it, a larger budget at the
+    expected batch pushes it past. Decided in turn on one snapshot (one index and memo), each answer is
+    the one a fresh snapshot gives: the memoised evaluation is kept per switch."""
+    request, snap, policies, now = _near_slo(0.039, 0.8)
+    off = replace(policies, neighbour_condition=False)
+    answers = [decide(request, snap, p, now) for p in (policies, off, policies, off)]
+    fresh = [decide(*_near_slo(0.039, 0.8)[:2], p, now) for p in (policies, off)]
+    schedules = [d.speculative.schedule for d in answers]
+    assert schedules == [fresh[0].speculative.schedule, fresh[1].speculative.schedule] * 2
+    kept, dropped = answers[:2]
+    assert kept.speculative.enabled and dropped.speculative.enabled
+    assert kept.speculative.schedule != dropped.speculative.schedule
+    safety = policies.speculation.safety
+    (margin, slowdown), (margin_dropped, slowdown_dropped) = (_figures(d.neighbours[0]) for d in answers[:2])
+    assert slowdown <= margin * (1 - safety) + 1e-9
+    assert slowdown_dropped > margin_dropped > 0

@@ -1,6 +1,7 @@
 """The evaluation's per-node inputs and the evaluation itself over the static filter's rows, kept per
-policies, method and target model (and acceptance curve, ranges and expected batch), patched on the
-touched rows only: a group's table and a node's evaluation read only that group and that node."""
+policies (the neighbour condition's switch included), method and target model (and acceptance curve,
+ranges and expected batch), patched on the touched rows only: a group's table and a node's evaluation
+read only that group and that node."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from sovereignspec.policy.cache.facts import Facts
 from sovereignspec.policy.cache.keys import FactKey
 from sovereignspec.policy.cache.rows import GpuRows, Rows, on_rows
 from sovereignspec.policy.conditions import neighbour_bounds
-from sovereignspec.policy.node_state import NodeInput
+from sovereignspec.policy.node_state import Neighbours, NodeInput
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -32,17 +33,26 @@ class SpecRows:
     gid: IntArray
     """The node's (curve, c_d, u) group; -1 where speculation is off."""
     bound: FloatArray
-    """The largest load increase the node's neighbours tolerate (policy's safety)."""
+    """The largest load increase the node's neighbours tolerate (`neighbour_bounds_of`)."""
     own: dict[str, list[int]]
     """Namespace -> rows with a neighbour in it (a re-decision there must drop its own pods)."""
     evaluated: IntArray
     """Row -> its index among the rows evaluated (-1 where speculation is off)."""
 
 
+def neighbour_bounds_of(facts: Facts, neighbours: Sequence[Neighbours]) -> FloatArray:
+    """The largest load increase each node's neighbours tolerate under the policy's safety
+    (`conditions.neighbour_bounds`), or +inf on every node when the policies switch the neighbour
+    condition off (`Policies.neighbour_condition`, the evidence's C6 ablation): then every budget
+    passes condition 2 and self-benefit alone picks k*. The one place the switch is read."""
+    if not facts.policies.neighbour_condition:
+        return np.full(len(neighbours), np.inf)
+    return neighbour_bounds(neighbours, facts.policy.safety)
+
+
 def spec_rows(facts: Facts, rows: Rows, gpu: GpuRows, method: str, target: str | None) -> SpecRows:
     """Kept per rows, policies, method and target model (`gpu` is the rows' GPU state under the
     policy's slack aggregation, so the policy names it)."""
-    safety = facts.policy.safety
 
     def one(i: int) -> NodeInput | Reason:
         return facts.node_input(rows.nodes[i], gpu.infos[i], method, target)
@@ -57,7 +67,7 @@ def spec_rows(facts: Facts, rows: Rows, gpu: GpuRows, method: str, target: str |
         evaluated = np.full(len(got), -1, dtype=np.int64)
         evaluated[ok] = np.arange(len(inputs))
         bound = np.full(len(got), np.inf)
-        bound[ok] = neighbour_bounds([nd.neighbours for nd in inputs], safety)
+        bound[ok] = neighbour_bounds_of(facts, [nd.neighbours for nd in inputs])
         own: dict[str, list[int]] = {}
         for i, g in enumerate(got):
             if isinstance(g, NodeInput):
@@ -76,7 +86,7 @@ def spec_rows(facts: Facts, rows: Rows, gpu: GpuRows, method: str, target: str |
         gid, bound = old.gid.copy(), old.bound.copy()
         gid[at], bound[at] = -1, np.inf
         gid[on] = of
-        bound[on] = neighbour_bounds([nd.neighbours for nd in inputs], safety)
+        bound[on] = neighbour_bounds_of(facts, [nd.neighbours for nd in inputs])
         evaluated = old.evaluated
         ok = gid >= 0
         if not np.array_equal(ok[at], old.gid[at] >= 0):
@@ -84,7 +94,7 @@ def spec_rows(facts: Facts, rows: Rows, gpu: GpuRows, method: str, target: str |
             evaluated[ok] = np.arange(int(np.count_nonzero(ok)))
         return SpecRows(got, groups, gid, bound, _own_patched(old, got, rows_at, on, inputs), evaluated)
 
-    key = FactKey("spec", None, (facts.spec, facts.sov, method, target))
+    key = FactKey("spec", None, (facts.spec, facts.sov, facts.policies.neighbour_condition, method, target))
     return on_rows(facts, rows, key, (facts.policy, facts.policies.sovereignty), build, patch)
 
 
@@ -154,8 +164,11 @@ def evaluation_rows(
         return t, ev, spec
 
     key = FactKey(
-        "evaluation", None, (facts.spec, facts.sov, method, target, el.tobytes(), tuple(ranges), batch)
-    )
+        "evaluation",
+        None,
+        (facts.spec, facts.sov, facts.policies.neighbour_condition, method, target, el.tobytes(),
+         tuple(ranges), batch),
+    )  # fmt: skip
     got = on_rows(facts, rows, key, (facts.policy, facts.policies.sovereignty), build, patch)
     if got[2] is not spec:  # the spec was made again under the same key (not while the memo holds)
         got = build()
