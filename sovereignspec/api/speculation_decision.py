@@ -85,9 +85,10 @@ class Condition(Model):
     last_transition_time: datetime | None = None
     last_update_time: datetime | None = Field(
         default=None,
-        description="When the message was last rewritten (as in a Deployment's conditions). A verdict "
-        "that stays the same rewrites the figures in its message at most every driftMessageRefreshSeconds "
-        "of the operator; a change of status or reason is written at once. Absent: lastTransitionTime.",
+        description="When the message was last rewritten (as in a Deployment's conditions). A Drift=False "
+        "verdict rewrites the live figures in its message at most every driftMessageRefreshSeconds of the "
+        "operator; a new status, and a drifted verdict's new message, are written at once. Absent: "
+        "lastTransitionTime.",
     )
     observed_generation: int | None = None
 

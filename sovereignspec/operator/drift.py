@@ -109,12 +109,14 @@ def drift_condition(
     now: datetime,
     refresh_seconds: float = 0.0,
 ) -> dict[str, Any] | None:
-    """The Drift condition to apply, or None when the one on record already says the same, or says the
-    same verdict (status and reason) and was written less than `refresh_seconds` ago.
+    """The Drift condition to apply, or None when the one on record already says the same, or when both
+    say NoDrift and the one on record was written less than `refresh_seconds` ago.
 
-    The message carries live figures (today's schedule, predicted S_real under the hysteresis) that move
-    with every telemetry refresh; rewriting them on every sweep was one status apply and one watch event
-    per admitted workload per sweep, the largest self-inflicted load of an idle operator (docs/scale.md).
+    A stable verdict's message carries live figures (today's schedule at other batch sizes, predicted
+    S_real under the hysteresis) that move with every telemetry refresh; rewriting them on every sweep
+    was one status apply and one watch event per admitted workload per sweep, the largest
+    self-inflicted load of an idle operator (docs/scale.md). A drifted verdict's message says what k
+    would become at the expected batch, which a user acts on: it is written whenever it changes.
     """
     status = "True" if result.drifted else "False"
     reason = "SpeculationDrifted" if result.drifted else "NoDrift"
@@ -125,7 +127,8 @@ def drift_condition(
         if previous.get("message") == result.message:
             return None
         written = _time(previous.get("lastUpdateTime") or previous.get("lastTransitionTime"))
-        if written is not None and (now - written).total_seconds() < refresh_seconds:
+        recent = written is not None and (now - written).total_seconds() < refresh_seconds
+        if recent and not result.drifted:
             return None
     keep = previous is not None and previous.get("status") == status and previous.get("lastTransitionTime")
     cond: dict[str, Any] = {

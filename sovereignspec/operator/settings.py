@@ -51,8 +51,9 @@ class OperatorSettings(BaseSettings):
     )
     drift_message_refresh_seconds: Seconds = Field(
         default=300.0,
-        description="Least seconds between two rewrites of a Drift condition whose verdict (status and "
-        "reason) is unchanged and whose message's live figures moved; a new verdict is written at once.",
+        description="Least seconds between two rewrites of a Drift=False (NoDrift) condition whose "
+        "message's live figures moved; a new status, and a drifted verdict's new message, are written "
+        "at once.",
     )
     telemetry_refresh_seconds: Seconds = 10.0
     api_concurrency: Annotated[int, Field(ge=1, le=256)] = Field(

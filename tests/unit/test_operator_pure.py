@@ -92,8 +92,8 @@ def test_drift_condition_and_grace() -> None:
 
 
 def test_a_drift_message_whose_verdict_holds_is_rewritten_at_most_every_refresh_period() -> None:
-    """Live figures in the message move with every telemetry refresh: an unchanged verdict rewrites them
-    only once `refresh_seconds` have passed since the last write; a new verdict is written at once."""
+    """Live figures in a NoDrift message move with every telemetry refresh: it is rewritten only once
+    `refresh_seconds` have passed since the last write; a new status, or a drifted message, at once."""
     first = drift_condition(None, _result(False, "S_real 1.88"), 1, NOW, 300)
     assert first is not None
     assert first["lastUpdateTime"] == first["lastTransitionTime"] == "2026-11-29T10:00:00Z"
@@ -106,6 +106,10 @@ def test_a_drift_message_whose_verdict_holds_is_rewritten_at_most_every_refresh_
     flipped = drift_condition(due, _result(True, "k 3 -> 4"), 1, NOW + timedelta(seconds=301), 300)
     assert flipped is not None and flipped["status"] == "True"  # a new verdict does not wait
     assert flipped["lastTransitionTime"] == flipped["lastUpdateTime"] == "2026-11-29T10:05:01Z"
+    # A drifted verdict's message says what k would become, which a user acts on: it never waits.
+    climbed = drift_condition(flipped, _result(True, "k 3 -> 0"), 1, NOW + timedelta(seconds=302), 300)
+    assert climbed is not None and climbed["message"] == "k 3 -> 0"
+    assert climbed["lastTransitionTime"] == "2026-11-29T10:05:01Z"
     # Written before lastUpdateTime existed (or by decision_status at admission): lastTransitionTime counts.
     old = {"type": "Drift", "status": "False", "reason": "NoDrift", "message": "a",
            "lastTransitionTime": "2026-11-29T10:00:00Z"}  # fmt: skip
