@@ -125,3 +125,13 @@ RFC3339 = "%Y-%m-%dT%H:%M:%SZ"
 def rfc3339(t: datetime) -> str:
     """`t` as metav1.Time writes it."""
     return t.astimezone(UTC).strftime(RFC3339)
+
+
+def wire_time(raw: object) -> datetime | None:
+    """A metav1.Time string read back (the inverse of `rfc3339`); None when absent or unreadable."""
+    if not isinstance(raw, str):
+        return None
+    try:
+        return datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        return None

@@ -26,6 +26,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from sovereignspec.api.base import bounded
+from sovereignspec.api.meta import wire_time
 from sovereignspec.api.speculation_decision import MESSAGE_CHARS, SpeculationDecision
 from sovereignspec.api.speculation_policy import SpeculationPolicy
 from sovereignspec.kube.ssa import (
@@ -72,16 +73,6 @@ T = TypeVar("T")
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-def _parse_time(raw: object) -> datetime | None:
-    """A metav1.Time string as a datetime (None when absent or unreadable)."""
-    if not isinstance(raw, str):
-        return None
-    try:
-        return datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 async def every(seconds: float, sweep: Callable[[], Awaitable[None] | None], what: str) -> None:
@@ -605,7 +596,7 @@ class Controller:
         if raw_entry.get("state") != "Pending" or raw_entry.get("message") == message:
             return
         meta = body["metadata"]
-        since = _parse_time(raw_entry.get("lastTransitionTime"))
+        since = wire_time(raw_entry.get("lastTransitionTime"))
         previous = CheckEntry(name=raw_entry["name"], state="Pending", last_transition_time=since)
         new = CheckEntry(name=raw_entry["name"], state="Pending", message=message)
         entry = entry_wire(set_admission_check_state(previous, new, _utcnow()))

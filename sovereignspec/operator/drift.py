@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from sovereignspec.api.meta import rfc3339
+from sovereignspec.api.meta import rfc3339, wire_time
 from sovereignspec.api.speculation_decision import MESSAGE_CHARS
 from sovereignspec.policy.decision import DRIFT
 from sovereignspec.policy.drift import UNKNOWN, DriftResult, evaluate_drift, k_at
@@ -86,20 +86,8 @@ def grace_over(condition: Mapping[str, Any] | None, result: DriftResult, now: da
     """Drift=True has lasted at least the policy's grace period (hysteresis against flapping)."""
     if condition is None or condition.get("status") != "True":
         return False
-    since = _time(condition.get("lastTransitionTime"))
+    since = wire_time(condition.get("lastTransitionTime"))
     return since is not None and (now - since).total_seconds() >= result.grace_seconds
-
-
-def _time(value: Any) -> datetime | None:
-    """A condition's RFC 3339 time as written (or a datetime, from a parsed record); None if absent."""
-    if isinstance(value, datetime):
-        return value
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def drift_condition(
@@ -120,13 +108,10 @@ def drift_condition(
     """
     status = "True" if result.drifted else "False"
     reason = "SpeculationDrifted" if result.drifted else "NoDrift"
-    same_verdict = (
-        previous is not None and previous.get("status") == status and previous.get("reason") == reason
-    )
-    if same_verdict and previous is not None:
+    if previous is not None and previous.get("status") == status and previous.get("reason") == reason:
         if previous.get("message") == result.message:
             return None
-        written = _time(previous.get("lastUpdateTime") or previous.get("lastTransitionTime"))
+        written = wire_time(previous.get("lastUpdateTime") or previous.get("lastTransitionTime"))
         recent = written is not None and (now - written).total_seconds() < refresh_seconds
         if recent and not result.drifted:
             return None
