@@ -176,6 +176,22 @@ def _fresh(snap: ClusterSnapshot, res: list[Reservation] | None = None) -> Clust
     return copy
 
 
+def assert_decides_like_fresh(
+    snap: ClusterSnapshot,
+    reqs: list[tuple[AdmissionRequest, int]],
+    pols: list[Policies],
+    res: list[Reservation],
+) -> None:
+    """Every request decides on `snap`, and on `snap` with `res` derived from it, as on a snapshot built
+    cold (the carried-index tests' check after each step)."""
+    derived = with_reservations(snap, res, [])
+    for req, p in reqs:
+        want = decide(req, _fresh(snap, []), pols[p], NOW).output()
+        assert decide(req, snap, pols[p], NOW).output() == want
+        want = decide(req, _fresh(snap, res), pols[p], NOW).output()
+        assert decide(req, derived, pols[p], NOW).output() == want
+
+
 @settings(
     max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
 )

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from sovereignspec.api.speculation_policy import SpeculationPolicySpec
 from sovereignspec.model.cluster import ClusterSnapshot, NamespaceInfo, NodeInfo, PodInfo, Reservation
 from sovereignspec.model.telemetry import EngineSample, GpuSample, PodRef, TelemetrySnapshot
-from sovereignspec.policy.cache import carry_index, drop_index, index_of, with_reservations
+from sovereignspec.policy.cache import carry_index, drop_index, index_of
 from sovereignspec.policy.cache import facts as core
 from sovereignspec.policy.cache.index import Carried
 from sovereignspec.policy.decide import decide
@@ -33,6 +33,7 @@ from tests.unit.test_snapshot_reuse_memo import (
     _fresh,
     _request,
     acceptance,
+    assert_decides_like_fresh,
     policies,
     requests,
     snapshots,
@@ -175,12 +176,7 @@ def test_patched_snapshot_decides_like_a_fresh_one(
     for edits, res, tracked in steps:
         snap = _apply(snap, edits, tracked)
         assert index_of(snap).how == "patched"
-        derived = with_reservations(snap, res, [])
-        for req, p in reqs:
-            want = decide(req, _fresh(snap, []), pols[p], NOW).output()
-            assert decide(req, snap, pols[p], NOW).output() == want
-            want = decide(req, _fresh(snap, res), pols[p], NOW).output()
-            assert decide(req, derived, pols[p], NOW).output() == want
+        assert_decides_like_fresh(snap, reqs, pols, res)
 
 
 def test_a_patch_redoes_only_the_touched_rows(monkeypatch: pytest.MonkeyPatch) -> None:

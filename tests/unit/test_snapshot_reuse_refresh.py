@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from sovereignspec.api.speculation_policy import SpeculationPolicySpec
 from sovereignspec.model.cluster import ClusterSnapshot, NamespaceInfo, NodeInfo, PodInfo, Reservation
 from sovereignspec.model.telemetry import EngineSample, GpuSample, PodRef, TelemetrySnapshot
-from sovereignspec.policy.cache import carry_index, drop_index, index_of, with_reservations
+from sovereignspec.policy.cache import carry_index, drop_index, index_of
 from sovereignspec.policy.cache import facts as core
 from sovereignspec.policy.decide import decide
 from sovereignspec.policy.request import AdmissionRequest, Policies
@@ -34,6 +34,7 @@ from tests.unit.test_snapshot_reuse_memo import (
     _fresh,
     _request,
     acceptance,
+    assert_decides_like_fresh,
     policies,
     requests,
     snapshots,
@@ -138,12 +139,7 @@ def test_refreshed_snapshot_decides_like_a_fresh_one(
         snap = _step(snap, plan, edits, tracked)
         changed = before is not None and snap.telemetry is not None and snap.telemetry != before
         assert index_of(snap).how == ("refreshed" if changed else "patched")
-        derived = with_reservations(snap, res, [])
-        for req, p in reqs:
-            want = decide(req, _fresh(snap, []), pols[p], NOW).output()
-            assert decide(req, snap, pols[p], NOW).output() == want
-            want = decide(req, _fresh(snap, res), pols[p], NOW).output()
-            assert decide(req, derived, pols[p], NOW).output() == want
+        assert_decides_like_fresh(snap, reqs, pols, res)
 
 
 def _counting(monkeypatch: pytest.MonkeyPatch, name: str) -> dict[str, int]:
