@@ -7,6 +7,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -14,11 +15,25 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+_HANDED_OUT: set[int] = set()
+_HANDED_OUT_LOCK = threading.Lock()
+
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A loopback port nothing listens on now and never handed out before in this test process.
+
+    bind(0) alone repeats itself (302 repeats in 3,000 calls here): two children started together once
+    got the same port, so the second operator replica's health server failed to bind while its readiness
+    probe read the first one's, and tests/chaos/test_leader.py saw two leaders in CI."""
+    with _HANDED_OUT_LOCK:
+        for _ in range(1000):
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = int(s.getsockname()[1])
+            if port not in _HANDED_OUT:
+                _HANDED_OUT.add(port)
+                return port
+    raise RuntimeError("no loopback port left that this test process has not handed out already")
 
 
 def prometheus_binary() -> str:
