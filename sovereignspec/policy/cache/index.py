@@ -9,7 +9,7 @@ inputs are the same objects. `index_of(snapshot)` builds (once) or returns a sna
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from sovereignspec.api.meta import ANNOTATION_DECISION
 from sovereignspec.model.cluster import ClusterSnapshot, NamespaceInfo, PodInfo, Reservation, same_items
@@ -164,7 +164,7 @@ class SnapshotIndex:
         samples (a telemetry refresh) regroup only the samples, and keep only the facts whose kind
         reads none (`keys.TELEMETRY_FREE`: occupants, isolation, the static filter, capacity rows)."""
         inputs = _global_inputs(snap)
-        if not same_items(inputs[2], old.inputs[2]):
+        if not same_items(inputs.namespaces, old.inputs.namespaces):
             return False
         refreshed = not _same_inputs(inputs, old.inputs)
         if pods is not None:
@@ -362,14 +362,21 @@ class Carried:
         return cls(newest, touched, older)
 
 
-Inputs = tuple[list[GpuSample] | None, list[EngineSample] | None, list[NamespaceInfo]]
+class Inputs(NamedTuple):
+    """The snapshot's lists that every node's facts may read: a change to any drops or patches them."""
+
+    gpus: list[GpuSample] | None
+    engines: list[EngineSample] | None
+    namespaces: list[NamespaceInfo]
+
+
 PodChanges = tuple[dict[tuple[str, str], PodInfo], set[tuple[str, str]]]
 """A snapshot's pods by (namespace, name), and the keys whose pod may differ from the previous one's."""
 
 
 def _global_inputs(snap: ClusterSnapshot) -> Inputs:
     tel = snap.telemetry
-    return (tel.gpus if tel else None, tel.engines if tel else None, snap.namespaces)
+    return Inputs(tel.gpus if tel else None, tel.engines if tel else None, snap.namespaces)
 
 
 def _same_inputs(a: Inputs, b: Inputs) -> bool:
