@@ -82,6 +82,8 @@ from tests.harness.wait import wait_until  # noqa: E402
 from tests.telemetry.promproc import PrometheusProcess  # noqa: E402
 
 JURISDICTIONS = ["DE", "FR", "KR", "US"]
+GC_SECONDS = "sovereignspec_gc_seconds_total"
+"""The operator's CPU in Python's cyclic garbage collector, all generations (operator/collector.py)."""
 GOALS = {"p99Ms": 50.0, "decisionsPerSecond": 100.0, "rssMb": 300.0}
 
 
@@ -694,6 +696,7 @@ def main() -> int:
                 "cpu": 0.0,
                 "req": 0.0,
                 "events": 0.0,
+                "gc": 0.0,
                 "wall": 0.0,
             },
             "check": {
@@ -703,6 +706,7 @@ def main() -> int:
                 "cpu": 0.0,
                 "req": 0.0,
                 "events": 0.0,
+                "gc": 0.0,
                 "wall": 0.0,
             },
         }
@@ -729,7 +733,8 @@ def main() -> int:
             for name in order:
                 a = arm[name]
                 r_a = ident.requests()  # kubectl reads the API server's metrics: before the CPU sample
-                e_a = watch_events(op.metrics())
+                m_a = op.metrics()
+                e_a, g_a = watch_events(m_a), metric_sum(m_a, GC_SECONDS)
                 c_a = proc_cpu_seconds(op.proc.pid)
                 t_submit = time.monotonic()
                 submit(a["ns"], a["prefix"], submitted, n)
@@ -739,7 +744,9 @@ def main() -> int:
                 done += sorted(keys)
                 a["cpu"] += proc_cpu_seconds(op.proc.pid) - c_a
                 a["wall"] += time.monotonic() - t_submit
-                e_b = watch_events(op.metrics())
+                m_b = op.metrics()
+                e_b = watch_events(m_b)
+                a["gc"] += metric_sum(m_b, GC_SECONDS) - g_a
                 a["req"] += ident.requests() - r_a
                 a["events"] += sum(e_b.values()) - sum(e_a.values())
                 if name == "check":
@@ -776,8 +783,12 @@ def main() -> int:
         time.sleep(5)  # the last burst's tail of pod events
         idle_c0, idle_t0 = proc_cpu_seconds(op.proc.pid), time.monotonic()
         idle_e0 = watch_events(op.metrics())
-        idle_d0, idle_r0 = metric_sum(op.metrics(), "sovereignspec_drift_checks_total"), qpr()[1]
-        say(f"idle window: {args.idle_seconds:.0f} s from now, nothing submitted (operator pid {op.proc.pid})")
+        idle_m0 = op.metrics()
+        idle_d0, idle_r0 = metric_sum(idle_m0, "sovereignspec_drift_checks_total"), qpr()[1]
+        idle_g0 = metric_sum(idle_m0, GC_SECONDS)
+        say(
+            f"idle window: {args.idle_seconds:.0f} s from now, nothing submitted (operator pid {op.proc.pid})"
+        )
         time.sleep(args.idle_seconds)
         idle_m = op.metrics()
         idle = {
@@ -787,6 +798,7 @@ def main() -> int:
             "by_kind": {k: v - idle_e0.get(k, 0.0) for k, v in sorted(watch_events(idle_m).items())},
             "drift": metric_sum(idle_m, "sovereignspec_drift_checks_total") - idle_d0,
             "refreshes": qpr()[1] - idle_r0,
+            "gc": metric_sum(idle_m, GC_SECONDS) - idle_g0,
         }
         idle_rate = idle["cpu"] / idle["wall"] if idle["wall"] > 0 else float("nan")
 
@@ -941,6 +953,9 @@ def main() -> int:
             # check bursts' decisions over their CPU less that rate times their wall time.
             "operatorIdleCpuMsPerS": round(1000 * idle_rate, 1),
             "decisionsPerMarginalCpuSecond": round(decisions / marginal, 1) if marginal > 0 else None,
+            # Share of the operator's CPU in the garbage collector: the check bursts, the idle window.
+            "gcShareCheckBursts": round(arm["check"]["gc"] / cpu_s, 3) if cpu_s > 0 else None,
+            "gcShareIdle": round(idle["gc"] / idle["cpu"], 3) if idle["cpu"] > 0 else None,
         }
         print(
             f"run: {args.nodes} KWOK nodes x 8 GPUs, {len(JURISDICTIONS)} jurisdictions, "
@@ -1078,8 +1093,15 @@ def main() -> int:
             + f"; {idle['drift']:.0f} drift "
             f"evaluations, {idle['refreshes']:.0f} telemetry refreshes); the check bursts' "
             f"{arm['check']['wall']:.0f} s at that rate: {idle_rate * arm['check']['wall']:.1f} of "
-            f"{cpu_s:.1f} CPU-seconds -> {decisions / marginal if marginal > 0 else float('nan'):.1f} decisions "
-            f"per marginal CPU-second"
+            f"{cpu_s:.1f} CPU-seconds -> "
+            f"{decisions / marginal if marginal > 0 else float('nan'):.1f} decisions per marginal CPU-second"
+        )
+        gc_pct = 100 * arm["check"]["gc"] / cpu_s if cpu_s > 0 else float("nan")
+        print(
+            f"garbage collector: {arm['check']['gc']:.2f} of {cpu_s:.1f} CPU-seconds in the check arm's "
+            f"bursts ({gc_pct:.1f} %), {idle['gc']:.2f} of "
+            f"{idle['cpu']:.1f} in the idle window; young threshold "
+            f"{os.environ.get('SOVEREIGNSPEC_GC_YOUNG_THRESHOLD', 'default')}"
         )
         print(
             f"API requests by the operator: {req1 - req0:.0f} -> "

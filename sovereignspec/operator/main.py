@@ -12,6 +12,7 @@ import kopf
 from kubernetes import client, config
 from prometheus_client import REGISTRY, start_http_server
 
+from sovereignspec.operator.collector import tune_collector
 from sovereignspec.operator.decision_metrics import DecisionCollector
 from sovereignspec.operator.health import HealthState, start_health_server
 from sovereignspec.operator.leader import LeaseElector
@@ -48,6 +49,7 @@ async def _amain(settings: OperatorSettings) -> int:
     from sovereignspec.operator.controller import Controller
     from sovereignspec.operator.handlers import build_registry
 
+    tune_collector(settings.gc_young_threshold)  # everything is imported: freeze it
     api = load_api_client(settings)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()

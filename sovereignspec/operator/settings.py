@@ -56,6 +56,12 @@ class OperatorSettings(BaseSettings):
         "at once.",
     )
     telemetry_refresh_seconds: Seconds = 10.0
+    gc_young_threshold: Annotated[int, Field(ge=0)] = Field(
+        default=10_000,
+        description="Net container allocations between two young collections of Python's garbage "
+        "collector (CPython's default is 700; 0 keeps CPython's pace). Larger: fewer collections and "
+        "fewer full ones, cycles reclaimed later (operator/collector.py).",
+    )
     api_concurrency: Annotated[int, Field(ge=1, le=256)] = Field(
         default=32,
         description="API writes in flight at once (their own threads and connections): with asyncio's "
