@@ -29,12 +29,15 @@ class Child:
         self.log_path = self.dir / f"{name}.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
+        self.profile_path: Path | None = None
+        """Run the child under cProfile, its statistics written here when it exits (benchmarks)."""
 
     def start(self) -> None:
         self.starts += 1
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the child
+        profiled = ["-m", "cProfile", "-o", str(self.profile_path)] if self.profile_path else []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sovereignspec", *self.args],
+            [sys.executable, *profiled, "-m", "sovereignspec", *self.args],
             env=self.env,
             stdout=log,
             stderr=subprocess.STDOUT,
