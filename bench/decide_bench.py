@@ -19,6 +19,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import statistics
 import sys
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from sovereignspec.api.meta import ANNOTATION_CLASS, ANNOTATION_EXPECTED_BATCH, ObjectMeta
@@ -239,7 +240,7 @@ def main() -> int:
         for b in (1, 2, 4, 8, 16, 32, 64, 128)
     ]  # fmt: skip
 
-    def patched(tracked: bool, node: bool = False, rotate: bool = False) -> None:
+    def patched(tracked: bool, node: bool = False, rotate: bool = False, fresh: bool = False) -> None:
         prev = state["snap"]
         assert isinstance(prev, ClusterSnapshot)
         i = state["i"] = int(state["i"]) + 1  # type: ignore[call-overload]
@@ -265,7 +266,10 @@ def main() -> int:
             carry_index(nxt, prev, (by_key, changed))
         else:
             carry_index(nxt, prev)
-        decide(turns[i % len(turns)] if rotate else request, nxt, policies, NOW)
+        # fresh: a new Policies per decision with a new tuple of the same SovereigntyPolicy objects, as
+        # the operator gets from request_for (select_policies)
+        pol = replace(policies, sovereignty=tuple(nxt.sovereignty_policies)) if fresh else policies
+        decide(turns[i % len(turns)] if rotate else request, nxt, pol, NOW)
         state["snap"] = nxt
 
     decide(request, snapshot, policies, NOW)
@@ -273,6 +277,7 @@ def main() -> int:
     report("patched (one pod, tracked)", measure(lambda: patched(True), 100))
     report("patched (one node's labels)", measure(lambda: patched(True, node=True), 100))
     report("patched, 8 requests in turn", measure(lambda: patched(True, rotate=True), 160))
+    report("patched, 8 in turn, policies new", measure(lambda: patched(True, rotate=True, fresh=True), 160))
     refreshed(state, kinds(request), policies, CYCLES)
     return 0
 

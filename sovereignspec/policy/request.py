@@ -43,6 +43,10 @@ class Policies:
     without it)."""
 
 
+DEFAULT_SPEC = SpeculationPolicySpec()
+"""The built-in defaults, one object (frozen): the decision core keeps its facts per policy object."""
+
+
 def find_our_check(
     workload: WorkloadInfo, snapshot: ClusterSnapshot, controller_name: str = CONTROLLER_NAME
 ) -> AdmissionCheckInfo:
@@ -73,7 +77,7 @@ def select_policies(check: AdmissionCheckInfo, snapshot: ClusterSnapshot) -> Pol
     elif "default" in by_name:
         name, spec = "default", by_name["default"].spec
     else:
-        spec = SpeculationPolicySpec()
+        spec = DEFAULT_SPEC
     return Policies(speculation=spec, speculation_name=name, sovereignty=tuple(snapshot.sovereignty_policies))
 
 

@@ -20,7 +20,7 @@ from sovereignspec.model.steptime import StepCurve
 from sovereignspec.model.telemetry import AcceptanceSample, GpuSample
 from sovereignspec.model.workload import WorkloadInfo
 from sovereignspec.policy.cache.index import SnapshotIndex, index_of
-from sovereignspec.policy.cache.keys import FactKey, Same
+from sovereignspec.policy.cache.keys import FactKey, Same, interned
 from sovereignspec.policy.cache.shared import ValueLru
 from sovereignspec.policy.claims import Claims, parse_slo_ms
 from sovereignspec.policy.node_state import (
@@ -76,7 +76,9 @@ class Facts:
         self.policy: SpeculationPolicySpec = policies.speculation
         self.wl = wl
         self.rules = rules
-        self.sov = Same(policies.sovereignty)
+        self.sovereignty = interned(policies.sovereignty)
+        """The SovereigntyPolicies, the same tuple for the same policy objects (`keys.interned`)."""
+        self.sov = Same(self.sovereignty)
         self.spec = Same(policies.speculation)
         self.system_namespaces = frozenset(self.policy.system_namespaces)
         # Looked up per neighbour on a cold index: one dict each, fetched once per decision.

@@ -8,7 +8,10 @@ identity never outlives the object it names.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Iterable
+from typing import NamedTuple, TypeVar
+
+_T = TypeVar("_T")
 
 
 class Same:
@@ -53,3 +56,22 @@ TELEMETRY_FREE = frozenset(
 only): a telemetry refresh keeps them (`SnapshotIndex._patch`). A kind not listed here is dropped at
 each refresh, so a new kind is safe until it is listed; list one only when its fact and everything it
 calls read no `GpuSample`, `EngineSample`, `gpus_by_node`, `engine_by_pod` or fingerprint."""
+
+
+_INTERNED: dict[tuple[int, ...], tuple[object, ...]] = {}
+
+
+def interned(items: Iterable[_T]) -> tuple[_T, ...]:
+    """The one tuple of these objects (by identity). Callers that rebuild a tuple of the same objects for
+    each request (`select_policies` does, for the SovereigntyPolicies) get the tuple they got before, so
+    the facts keyed on it through `Same`, and the facts it owns, are found again: with a new tuple per
+    request, every decision in the operator rebuilt every node's rows (docs/scale.md, session 12). The
+    table holds its tuples, so their ids are not reused while they are kept."""
+    got = tuple(items)
+    key = tuple(map(id, got))
+    hit = _INTERNED.get(key)
+    if hit is None:
+        if len(_INTERNED) >= 64:
+            _INTERNED.clear()
+        hit = _INTERNED[key] = got
+    return hit  # type: ignore[return-value]

@@ -179,7 +179,7 @@ def pod_isolation(facts: Facts, rows: Rows) -> BoolArray:
         return new
 
     key = FactKey("isolation", None, (facts.wl.namespace, facts.sov, facts.system_namespaces))
-    return on_rows(facts, rows, key, (facts.policies.sovereignty,), build, patch)
+    return on_rows(facts, rows, key, (facts.sovereignty,), build, patch)
 
 
 def gpu_rows(facts: Facts, rows: Rows) -> GpuRows:

@@ -95,7 +95,7 @@ def spec_rows(facts: Facts, rows: Rows, gpu: GpuRows, method: str, target: str |
         return SpecRows(got, groups, gid, bound, _own_patched(old, got, rows_at, on, inputs), evaluated)
 
     key = FactKey("spec", None, (facts.spec, facts.sov, facts.policies.neighbour_condition, method, target))
-    return on_rows(facts, rows, key, (facts.policy, facts.policies.sovereignty), build, patch)
+    return on_rows(facts, rows, key, (facts.policy, facts.sovereignty), build, patch)
 
 
 def _own_patched(
@@ -169,7 +169,7 @@ def evaluation_rows(
         (facts.spec, facts.sov, facts.policies.neighbour_condition, method, target, el.tobytes(),
          tuple(ranges), batch),
     )  # fmt: skip
-    got = on_rows(facts, rows, key, (facts.policy, facts.policies.sovereignty), build, patch)
+    got = on_rows(facts, rows, key, (facts.policy, facts.sovereignty), build, patch)
     if got[2] is not spec:  # the spec was made again under the same key (not while the memo holds)
         got = build()
     return got[0], got[1]
