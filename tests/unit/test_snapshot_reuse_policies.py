@@ -20,9 +20,8 @@ from tests.unit.test_snapshot_reuse import NODES, NOW, _base, _request
 
 
 def _with_check(snap: ClusterSnapshot) -> ClusterSnapshot:
-    return snap.model_copy(
-        update={"admission_checks": [AdmissionCheckInfo(name="sovereignspec", controller_name=CONTROLLER_NAME)]}
-    )
+    check = AdmissionCheckInfo(name="sovereignspec", controller_name=CONTROLLER_NAME)
+    return snap.model_copy(update={"admission_checks": [check]})
 
 
 def _patched(prev: ClusterSnapshot, i: int) -> ClusterSnapshot:
