@@ -782,8 +782,8 @@ def main() -> int:
         # per decision (`decisionsPerMarginalCpuSecond`); `decisionsPerCpuSecond` still counts all of it.
         time.sleep(5)  # the last burst's tail of pod events
         idle_c0, idle_t0 = proc_cpu_seconds(op.proc.pid), time.monotonic()
-        idle_e0 = watch_events(op.metrics())
         idle_m0 = op.metrics()
+        idle_e0 = watch_events(idle_m0)
         idle_d0, idle_r0 = metric_sum(idle_m0, "sovereignspec_drift_checks_total"), qpr()[1]
         idle_g0 = metric_sum(idle_m0, GC_SECONDS)
         say(
