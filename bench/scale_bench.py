@@ -204,6 +204,14 @@ def metric_sum(text: str, name: str) -> float:
     return total
 
 
+def drift_cpu(text: str) -> dict[str, float]:
+    """The drift sweep's CPU by stage (`sovereignspec_drift_cpu_seconds_total`)."""
+    return {
+        stage: metric_sum(text, f'sovereignspec_drift_cpu_seconds_total{{stage="{stage}"}}')
+        for stage in ("views", "parse", "evaluate")
+    }
+
+
 class Sampler(threading.Thread):
     """Max RSS of the operator every 0.5 s."""
 
@@ -786,6 +794,7 @@ def main() -> int:
         idle_e0 = watch_events(idle_m0)
         idle_d0, idle_r0 = metric_sum(idle_m0, "sovereignspec_drift_checks_total"), qpr()[1]
         idle_g0 = metric_sum(idle_m0, GC_SECONDS)
+        idle_s0 = drift_cpu(idle_m0)
         say(
             f"idle window: {args.idle_seconds:.0f} s from now, nothing submitted (operator pid {op.proc.pid})"
         )
@@ -799,6 +808,7 @@ def main() -> int:
             "drift": metric_sum(idle_m, "sovereignspec_drift_checks_total") - idle_d0,
             "refreshes": qpr()[1] - idle_r0,
             "gc": metric_sum(idle_m, GC_SECONDS) - idle_g0,
+            "drift_cpu": {k: v - idle_s0.get(k, 0.0) for k, v in drift_cpu(idle_m).items()},
         }
         idle_rate = idle["cpu"] / idle["wall"] if idle["wall"] > 0 else float("nan")
 
@@ -1095,6 +1105,13 @@ def main() -> int:
             f"{arm['check']['wall']:.0f} s at that rate: {idle_rate * arm['check']['wall']:.1f} of "
             f"{cpu_s:.1f} CPU-seconds -> "
             f"{decisions / marginal if marginal > 0 else float('nan'):.1f} decisions per marginal CPU-second"
+        )
+        per_eval = {k: 1000 * v / max(idle["drift"], 1) for k, v in idle["drift_cpu"].items()}  # type: ignore[union-attr]
+        print(
+            f"drift sweep in the idle window: {sum(idle['drift_cpu'].values()):.2f} CPU-seconds "  # type: ignore[union-attr]
+            f"over {idle['drift']:.0f} evaluations, per evaluation "
+            + ", ".join(f"{k} {v:.2f} ms" for k, v in per_eval.items())
+            + f" (total {sum(per_eval.values()):.2f} ms)"
         )
         gc_pct = 100 * arm["check"]["gc"] / cpu_s if cpu_s > 0 else float("nan")
         print(

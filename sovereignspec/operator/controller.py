@@ -47,6 +47,7 @@ from sovereignspec.operator.metrics import (
     DECISION_ERRORS,
     DECISIONS,
     DRIFT_CHECKS,
+    DRIFT_CPU,
     DRIFT_GAUGE,
     SNAPSHOT_BUILDS,
 )
@@ -69,6 +70,9 @@ from sovereignspec.telemetry.reading import TelemetryReading
 
 log = logging.getLogger("sovereignspec.controller")
 T = TypeVar("T")
+_DRIFT_VIEWS, _DRIFT_PARSE, _DRIFT_EVALUATE = (
+    DRIFT_CPU.labels(stage=s) for s in ("views", "parse", "evaluate")
+)
 
 
 def _utcnow() -> datetime:
@@ -206,9 +210,12 @@ class Controller:
 
     async def drift_sweep(self, views: Views) -> None:
         """Re-evaluate every admitted decision against current telemetry (see drift.py)."""
+        cpu = time.thread_time  # no await between a mark and its charge: only the sweep's own CPU
+        mark = cpu()
         now = _utcnow()
         snap = self.snapshot(views)
         taken, reading = time.monotonic(), self._reading
+        _DRIFT_VIEWS.inc(cpu() - mark)
         drifted = 0
         log.debug(
             "drift sweep over %d decisions, %d holding workloads", len(views.decisions), len(views.holding)
@@ -229,10 +236,13 @@ class Controller:
             ):
                 # A paced sweep outlives its views: judge each workload on the current telemetry and
                 # bodies (a stale body's entry write is refused anyway: it carries its resourceVersion).
+                mark = cpu()
                 views = self.views_fn()
                 now, snap = _utcnow(), self.snapshot(views)
                 taken, reading = time.monotonic(), self._reading
                 decisions = {_key_of(raw): raw for raw in views.decisions}
+                _DRIFT_VIEWS.inc(cpu() - mark)
+            mark = cpu()
             ns, name = key
             raw = decisions.get(key)
             if raw is None:
@@ -257,10 +267,13 @@ class Controller:
             if entry is None or entry.state != "Ready" or wl.uid != dec.spec.workload_uid:
                 log.debug("drift: %s/%s is not admitted by this decision", ns, name)
                 continue
+            parsed = cpu()
+            _DRIFT_PARSE.inc(parsed - mark)
             try:
                 result = evaluate_drift(
                     wl, dec.spec.admission_check, dec, snap, now, self.settings.controller_name
                 )
+                _DRIFT_EVALUATE.inc(cpu() - parsed)
             except (RequestError, ParseError, ValueError) as exc:
                 log.debug("drift of %s/%s not evaluated: %s", ns, name, exc)
                 continue

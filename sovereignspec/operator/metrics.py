@@ -36,6 +36,14 @@ DRIFT_CHECKS = Counter(
     ["outcome"],
     registry=REGISTRY,
 )
+DRIFT_CPU = Counter(
+    "sovereignspec_drift_cpu_seconds_total",
+    "CPU (the sweep's thread) the drift sweep spent, by stage: views (indexes, bodies and snapshot taken "
+    "again after a telemetry refresh), parse (the decision and workload bodies), evaluate (re-deciding on "
+    "the workload's node). Writes are not counted: they run in the API threads.",
+    ["stage"],
+    registry=REGISTRY,
+)
 SNAPSHOT_BUILDS = Counter(
     "sovereignspec_snapshot_builds_total",
     "Base snapshots behind decisions, by how they were had: reused (nothing but reservations changed), "

@@ -47,12 +47,20 @@ def test_saturation_after_admission_is_drift(stack: Stack, pool: Pool, reconfigu
             lambda: _drift(pool, ns, "speculation off"), timeout=150, what="Drift=True, now off"
         )
         assert "k at expected batch 4" in str(cond["message"]), cond
+        text = stack.operator.metrics()
         gauge = [
             float(line.split()[-1])
-            for line in stack.operator.metrics().splitlines()
+            for line in text.splitlines()
             if line.startswith("sovereignspec_drift_decisions ")
         ]
         assert gauge and gauge[0] >= 1, gauge
+        # The sweep's CPU by stage: every evaluation above parsed and re-decided.
+        cpu = {
+            line.split('stage="')[1].split('"')[0]: float(line.split()[-1])
+            for line in text.splitlines()
+            if line.startswith("sovereignspec_drift_cpu_seconds_total{")
+        }
+        assert set(cpu) == {"views", "parse", "evaluate"} and all(v > 0 for v in cpu.values()), cpu
         (w,) = workloads(pool, ns)
         entry = our_entry(w, pool.name)
         assert entry is not None and entry["state"] == "Ready"
