@@ -56,6 +56,8 @@ sys.path.insert(0, str(ROOT))
 
 from kubernetes import client, watch  # noqa: E402
 
+from sovereignspec.operator.metrics import DRIFT_STAGES  # noqa: E402
+
 from tests.chaos.harness import (  # noqa: E402
     add_nodes_bulk,
     check_invariants,
@@ -208,7 +210,7 @@ def drift_cpu(text: str) -> dict[str, float]:
     """The drift sweep's CPU by stage (`sovereignspec_drift_cpu_seconds_total`)."""
     return {
         stage: metric_sum(text, f'sovereignspec_drift_cpu_seconds_total{{stage="{stage}"}}')
-        for stage in ("views", "parse", "evaluate")
+        for stage in DRIFT_STAGES
     }
 
 
@@ -808,7 +810,7 @@ def main() -> int:
             "drift": metric_sum(idle_m, "sovereignspec_drift_checks_total") - idle_d0,
             "refreshes": qpr()[1] - idle_r0,
             "gc": metric_sum(idle_m, GC_SECONDS) - idle_g0,
-            "drift_cpu": {k: v - idle_s0.get(k, 0.0) for k, v in drift_cpu(idle_m).items()},
+            "drift_cpu": {k: v - idle_s0[k] for k, v in drift_cpu(idle_m).items()},
         }
         idle_rate = idle["cpu"] / idle["wall"] if idle["wall"] > 0 else float("nan")
 

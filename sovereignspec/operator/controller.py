@@ -27,7 +27,11 @@ from kubernetes.client.exceptions import ApiException
 
 from sovereignspec.api.base import bounded
 from sovereignspec.api.meta import wire_time
-from sovereignspec.api.speculation_decision import MESSAGE_CHARS, SpeculationDecision
+from sovereignspec.api.speculation_decision import (
+    MESSAGE_CHARS,
+    SpeculationDecision,
+    SpeculationDecisionStatus,
+)
 from sovereignspec.api.speculation_policy import SpeculationPolicy
 from sovereignspec.kube.ssa import (
     apply_admission_check_condition,
@@ -49,6 +53,7 @@ from sovereignspec.operator.metrics import (
     DRIFT_CHECKS,
     DRIFT_CPU,
     DRIFT_GAUGE,
+    DRIFT_STAGES,
     SNAPSHOT_BUILDS,
 )
 from sovereignspec.operator.mirror import Mirror
@@ -70,9 +75,7 @@ from sovereignspec.telemetry.reading import TelemetryReading
 
 log = logging.getLogger("sovereignspec.controller")
 T = TypeVar("T")
-_DRIFT_VIEWS, _DRIFT_PARSE, _DRIFT_EVALUATE = (
-    DRIFT_CPU.labels(stage=s) for s in ("views", "parse", "evaluate")
-)
+_DRIFT_VIEWS, _DRIFT_PARSE, _DRIFT_EVALUATE = (DRIFT_CPU.labels(stage=s) for s in DRIFT_STAGES)
 
 
 def _utcnow() -> datetime:
@@ -244,36 +247,15 @@ class Controller:
                 _DRIFT_VIEWS.inc(cpu() - mark)
             mark = cpu()
             ns, name = key
-            raw = decisions.get(key)
-            if raw is None:
-                continue  # deleted since the sweep began
-            body = views.holding_bodies.get((ns, name))
-            if body is None:
-                log.debug("drift: %s/%s has no holding workload", ns, name)
-                continue
-            try:
-                dec = SpeculationDecision.model_validate(raw)
-            except ValueError as exc:
-                log.warning("unreadable SpeculationDecision %s: %s", name, exc)
-                continue
-            if dec.spec.admission_check is None or dec.status is None:
-                log.debug("drift: %s/%s has no record", ns, name)
-                continue
-            try:
-                wl = parse_workload_safe(body)
-            except ParseError:
-                continue
-            entry = wl.check(dec.spec.admission_check)
-            if entry is None or entry.state != "Ready" or wl.uid != dec.spec.workload_uid:
-                log.debug("drift: %s/%s is not admitted by this decision", ns, name)
-                continue
+            body = views.holding_bodies.get(key)
+            admitted = self._admitted_now(key, decisions.get(key), body)
             parsed = cpu()
             _DRIFT_PARSE.inc(parsed - mark)
+            if admitted is None or body is None:
+                continue
+            dec, status, wl, entry = admitted
             try:
-                result = evaluate_drift(
-                    wl, dec.spec.admission_check, dec, snap, now, self.settings.controller_name
-                )
-                _DRIFT_EVALUATE.inc(cpu() - parsed)
+                result = evaluate_drift(wl, entry.name, dec, snap, now, self.settings.controller_name)
             except (RequestError, ParseError, ValueError) as exc:
                 log.debug("drift of %s/%s not evaluated: %s", ns, name, exc)
                 continue
@@ -281,12 +263,14 @@ class Controller:
                 DECISION_ERRORS.labels(stage="drift").inc()
                 log.warning("drift of %s/%s not evaluated", ns, name, exc_info=True)
                 continue
+            finally:
+                _DRIFT_EVALUATE.inc(cpu() - parsed)
             if result is None:
                 continue
             log.debug("drift of %s/%s: %s", ns, name, result.message)
             drifted += result.drifted
             previous = next(
-                (c.wire() for c in dec.status.conditions if c.type == DRIFT),
+                (c.wire() for c in status.conditions if c.type == DRIFT),
                 None,
             )
             cond = drift_condition(
@@ -305,7 +289,7 @@ class Controller:
                     )
                 if result.drifted and result.reconfigure and grace_over(cond or previous, result, now):
                     drifted_msg = f"SovereignSpec: speculation drifted, re-admitting: {result.message}"
-                    new = CheckEntry(name=dec.spec.admission_check, state="Retry", message=drifted_msg)
+                    new = CheckEntry(name=entry.name, state="Retry", message=drifted_msg)
                     retry = entry_wire(set_admission_check_state(entry, new, now))
                     await self._apply_entry(wl, retry, _resource_version(body))
                     outcome = "reconfigured"
@@ -323,6 +307,37 @@ class Controller:
                 continue
             DRIFT_CHECKS.labels(outcome=outcome).inc()
         DRIFT_GAUGE.set(drifted)
+
+    @staticmethod
+    def _admitted_now(
+        key: tuple[str, str], raw: Mapping[str, Any] | None, body: Mapping[str, Any] | None
+    ) -> tuple[SpeculationDecision, SpeculationDecisionStatus, WorkloadInfo, CheckEntry] | None:
+        """A decision (and its status), the workload it still admits and that workload's entry for the
+        decision's check, parsed; None when there is nothing to re-evaluate: deleted since the sweep
+        began, no holding workload, unreadable, no record, or not admitted by this decision."""
+        ns, name = key
+        if raw is None:
+            return None
+        if body is None:
+            log.debug("drift: %s/%s has no holding workload", ns, name)
+            return None
+        try:
+            dec = SpeculationDecision.model_validate(raw)
+        except ValueError as exc:
+            log.warning("unreadable SpeculationDecision %s: %s", name, exc)
+            return None
+        if dec.spec.admission_check is None or dec.status is None:
+            log.debug("drift: %s/%s has no record", ns, name)
+            return None
+        try:
+            wl = parse_workload_safe(body)
+        except ParseError:
+            return None
+        entry = wl.check(dec.spec.admission_check)
+        if entry is None or entry.state != "Ready" or wl.uid != dec.spec.workload_uid:
+            log.debug("drift: %s/%s is not admitted by this decision", ns, name)
+            return None
+        return dec, dec.status, wl, entry
 
     # ---- Workloads -----------------------------------------------------------------------------
 

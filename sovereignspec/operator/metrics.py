@@ -36,6 +36,7 @@ DRIFT_CHECKS = Counter(
     ["outcome"],
     registry=REGISTRY,
 )
+DRIFT_STAGES = ("views", "parse", "evaluate")
 DRIFT_CPU = Counter(
     "sovereignspec_drift_cpu_seconds_total",
     "CPU (the sweep's thread) the drift sweep spent, by stage: views (indexes, bodies and snapshot taken "
