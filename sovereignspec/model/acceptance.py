@@ -10,13 +10,19 @@ How the posterior is formed (DESIGN.md leaves the combination open):
   engines ran with, the last conditional rate extends the curve geometrically. With no counts every
   r_i is the prior quantile, which is exactly the i.i.d. prior curve alpha_q^i.
 - aggregate counters only (drafts, draft tokens, accepted): alpha is recovered from the mean accepted
-  per draft at the known k (bisection), turned into expected pseudo-counts, and the posterior
-  quantile alpha_q gives p_i = alpha_q^i.
+  per draft at the mean draft length k = draft tokens / drafts, not rounded (bisection), turned into
+  expected pseudo-counts, and the posterior quantile alpha_q gives p_i = alpha_q^i. Engines that run a
+  per-batch-size schedule draft different k over the window; m(alpha, k) is concave in k, so inverting
+  at the mean k never overstates alpha. Rounding the mean down did: m could reach the rounded k and
+  read as alpha = 1 (docs/decision.md, "Acceptance pooled over engines").
+- several samples of one (target, draft, method) are pooled on their common positions
+  (`pool_samples`), the rule the telemetry join applies to a pair's pods.
 - the reported `alpha` is the pooled i.i.d. posterior quantile; it classifies the draft as weak.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -52,20 +58,21 @@ def expected_lengths(p: FloatArray) -> FloatArray:
     return np.concatenate([[1.0], 1.0 + np.cumsum(p)])
 
 
-def iid_expected_length(alpha: float, k: int) -> float:
-    """Closed form (1 - alpha^{k+1}) / (1 - alpha); k + 1 at alpha = 1."""
+def iid_expected_length(alpha: float, k: float) -> float:
+    """Closed form (1 - alpha^{k+1}) / (1 - alpha); k + 1 at alpha = 1. A real k is a mean draft length."""
     if alpha >= 1.0:
         return float(k + 1)
     return float((1.0 - alpha ** (k + 1)) / (1.0 - alpha))
 
 
-def mean_accepted_iid(alpha: float, k: int) -> float:
+def mean_accepted_iid(alpha: float, k: float) -> float:
     """m(alpha) = alpha(1 - alpha^k)/(1 - alpha): mean accepted tokens per draft of k (i.i.d.)."""
     return iid_expected_length(alpha, k) - 1.0
 
 
-def alpha_from_mean_accepted(m: float, k: int, tol: float = 1e-12) -> float:
-    """Solve m = alpha(1 - alpha^k)/(1 - alpha) for alpha ∈ [0, 1] by bisection (m is increasing in alpha)."""
+def alpha_from_mean_accepted(m: float, k: float, tol: float = 1e-12) -> float:
+    """Solve m = alpha(1 - alpha^k)/(1 - alpha) for alpha ∈ [0, 1] by bisection (m is increasing in alpha).
+    k may be a mean draft length (drafts of several lengths): see the module docstring."""
     if k < 1:
         raise ValueError("k must be >= 1")
     if m <= 0:
@@ -123,12 +130,38 @@ def estimate_acceptance(
         and sample.accepted is not None
         and sample.draft_tokens >= sample.drafts
     ):
-        k_run = max(1, round(sample.draft_tokens / sample.drafts))
-        m = min(max(sample.accepted / sample.drafts, 0.0), float(k_run))
-        a_hat = alpha_from_mean_accepted(m, k_run)
-        n = sample.drafts * float(np.sum(a_hat ** np.arange(k_run, dtype=np.float64)))
+        k_mean = sample.draft_tokens / sample.drafts
+        m = min(max(sample.accepted / sample.drafts, 0.0), k_mean)
+        a_hat = alpha_from_mean_accepted(m, k_mean)
+        n = sample.drafts * iid_expected_length(a_hat, k_mean - 1.0)  # trials: sum of a^i, i < k
         s = min(sample.accepted, n)
         alpha = beta_quantile(quantile, a0 + s, b0 + max(n - s, 0.0))
         return AcceptanceEstimate("aggregate", alpha, sample.drafts, iid_curve(alpha, k_max))
     alpha = beta_quantile(quantile, a0, b0)
     return AcceptanceEstimate("prior", alpha, 0.0, iid_curve(alpha, k_max))
+
+
+def pool_samples(samples: Sequence[AcceptanceSample]) -> AcceptanceSample:
+    """One pair's samples summed: drafts, draft tokens, and the per-position counts of the positions every
+    sample reports (the shortest k), so that each position counts only drafts that could reach it; the
+    accepted total when every sample gives one (its own, or the sum of its per-position counts)."""
+    if not samples:
+        raise ValueError("nothing to pool")
+    first = samples[0]
+    if len(samples) == 1:
+        return first
+    width = min(len(a.accepted_per_position) for a in samples)
+    totals = [a.accepted if a.accepted is not None else _per_position_total(a) for a in samples]
+    return AcceptanceSample(
+        target_model=first.target_model,
+        draft_model=first.draft_model,
+        method=first.method,
+        drafts=sum(a.drafts for a in samples),
+        draft_tokens=sum(a.draft_tokens for a in samples),
+        accepted_per_position=[sum(a.accepted_per_position[i] for a in samples) for i in range(width)],
+        accepted=None if any(t is None for t in totals) else sum(t for t in totals if t is not None),
+    )
+
+
+def _per_position_total(sample: AcceptanceSample) -> float | None:
+    return float(sum(sample.accepted_per_position)) if sample.accepted_per_position else None

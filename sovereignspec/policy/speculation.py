@@ -15,7 +15,7 @@ import numpy.typing as npt
 from sovereignspec.api.meta import ANNOTATION_SPECULATIVE_CONFIG, LABEL_SPECULATIVE
 from sovereignspec.api.speculation_decision import Reason
 from sovereignspec.api.speculation_policy import DEFAULT_PRIORS, SpeculationPolicySpec
-from sovereignspec.model.acceptance import AcceptanceEstimate
+from sovereignspec.model.acceptance import AcceptanceEstimate, pool_samples
 from sovereignspec.model.telemetry import AcceptanceSample, TelemetrySnapshot
 from sovereignspec.policy.budget import (
     Budget,
@@ -111,8 +111,8 @@ def speculation_gate(facts: Facts, claims: Claims, pins: Pins, now: datetime) ->
 
 
 def acceptance_sample(tel: TelemetrySnapshot | None, claims: Claims) -> AcceptanceSample | None:
-    """The acceptance counters of the workload's (method, target, draft), summed over the engines
-    that report them (per-position counts only when every engine reports as many positions)."""
+    """The acceptance counters of the workload's (method, target, draft), pooled over the engines that
+    report them (`pool_samples`: their common positions)."""
     if tel is None or claims.method is None:
         return None
     found = [
@@ -122,25 +122,7 @@ def acceptance_sample(tel: TelemetrySnapshot | None, claims: Claims) -> Acceptan
         and a.target_model == (claims.target_model or a.target_model)
         and a.draft_model == (claims.draft_model or a.draft_model)
     ]
-    if len(found) <= 1:
-        return found[0] if found else None
-    width = max(len(a.accepted_per_position) for a in found)
-    per_pos = [
-        sum(a.accepted_per_position[i] for a in found if i < len(a.accepted_per_position))
-        for i in range(width)
-    ]
-    if any(len(a.accepted_per_position) != width for a in found):
-        per_pos = []
-    accepted = [a.accepted for a in found]
-    return AcceptanceSample(
-        target_model=found[0].target_model,
-        draft_model=found[0].draft_model,
-        method=found[0].method,
-        drafts=sum(a.drafts for a in found),
-        draft_tokens=sum(a.draft_tokens for a in found),
-        accepted_per_position=per_pos,
-        accepted=None if any(x is None for x in accepted) else sum(x for x in accepted if x is not None),
-    )
+    return pool_samples(found) if found else None
 
 
 @dataclass(frozen=True, eq=False)

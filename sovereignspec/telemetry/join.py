@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from sovereignspec.model.acceptance import pool_samples
 from sovereignspec.model.telemetry import AcceptanceSample, PodRef, TelemetryGap, TelemetrySnapshot
 from sovereignspec.telemetry.annotations import DraftIdentity
 from sovereignspec.telemetry.gaps import Gap, GapCode
@@ -45,22 +46,22 @@ def join_acceptance(
 
     out: list[AcceptanceSample] = []
     for (target, draft, method), members in sorted(groups.items()):
-        k = min(len(m.accepted_per_position) for m in members)
         # A missing draft-token count is estimated as drafts x k, never taken as zero.
-        tokens = [
-            m.draft_tokens if m.draft_tokens is not None else m.drafts * len(m.accepted_per_position)
-            for m in members
-        ]
-        out.append(
+        samples = [
             AcceptanceSample(
                 target_model=target,
                 draft_model=draft,
                 method=method,
-                drafts=sum(m.drafts for m in members),
-                draft_tokens=sum(tokens),
-                accepted_per_position=[sum(m.accepted_per_position[i] for m in members) for i in range(k)],
+                drafts=m.drafts,
+                draft_tokens=m.draft_tokens
+                if m.draft_tokens is not None
+                else m.drafts * len(m.accepted_per_position),
+                accepted_per_position=list(m.accepted_per_position),
             )
-        )
+            for m in members
+        ]
+        # Per-position counts only, as the queries give them: no accepted total is made up here.
+        out.append(pool_samples(samples).model_copy(update={"accepted": None}))
     return out, gaps
 
 
