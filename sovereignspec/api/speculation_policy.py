@@ -189,13 +189,13 @@ class SpeculationPolicySpec(Model):
         "first (docs/decision.md). False, or a larger workload: highest S_real, then slack.",
     )
     spare_whole_gpus: bool = Field(
-        default=False,
-        description="Placement RelativeSpeedup (issue 16 part 3; opt-in, measured and not adopted): a "
-        "workload whose expected batch is above defaultExpectedBatch ranks the nodes where its pod would "
-        "take an empty GPU after the others when one of those predicts at least their decode rate "
-        "S_real / t_u(B); under keepCapacity a smaller workload's band also holds the nodes predicting at "
-        "least the S_real-best node's rate, and takes the smallest share of hardware first (unloaded "
-        "plain step times engines per GPU) (docs/decision.md). False (the default): the session-8 rules.",
+        default=True,
+        description="Placement RelativeSpeedup (issue 16, adopted in session 15): a workload whose expected "
+        "batch is above defaultExpectedBatch ranks the nodes where its pod would take an empty GPU after the "
+        "others when one of those predicts at least their decode rate S_real / t_u(B); under keepCapacity a "
+        "smaller workload's band also holds the nodes predicting at least the S_real-best node's rate, and "
+        "takes the smallest share of hardware first (unloaded plain step times engines per GPU) "
+        "(docs/decision.md). False: the session-8 rules.",
     )
     batch_class: Literal["Model", "Plain"] = Field(
         default="Model",

@@ -11,7 +11,7 @@
   Placement `Throughput` (opt-in, `spec.placement`) ranks by S_real(k*, B) / t_u(B) instead, the
   predicted decode tokens/s per sequence (S = 1 where speculation is off on the node; 0 when the node's
   profile or load is unknown).
-- `spareWholeGpus` (opt-in, RelativeSpeedup; measured, not adopted): a workload above
+- `spareWholeGpus` (RelativeSpeedup; the default since session 15): a workload above
   defaultExpectedBatch ranks the nodes where its pod would take an empty GPU after the others when one
   of those predicts at least their decode rate S_real / t_u(B) (an idle slow card's higher relative
   speed-up does not justify a whole GPU that a loaded fast one beats in tokens/s); in a small

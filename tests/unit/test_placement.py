@@ -214,14 +214,15 @@ def test_modes_on_generated_heterogeneous_pools(case: tuple[AdmissionRequest, Cl
         assert same.output() == default.output()
         return
     # RelativeSpeedup: the chosen node has the highest predicted S_real among the candidates; with
-    # keepCapacity (the default) one within minGain of it when the best reaches 1 + minGain
+    # keepCapacity and without spareWholeGpus (the session-8 rules) one within minGain of it when the best
+    # reaches 1 + minGain. spareWholeGpus (the default) ranks by rates too (test_spare_whole_gpus.py)
     best_s = max(c.predicted_speedup or 0.0 for c in default.candidates)
     assert default.candidates[0].node == default.node
-    kc = _decide(req, snap, SpeculationPolicySpec(keepCapacity=True))
+    kc = _decide(req, snap, SpeculationPolicySpec(keepCapacity=True, spareWholeGpus=False))
     chosen_s = kc.candidates[0].predicted_speedup or 0.0
     assert kc.candidates[0].node == kc.node
     assert chosen_s >= (best_s / 1.05 if best_s >= 1.05 else best_s) - 1e-6
-    highest = _decide(req, snap, SpeculationPolicySpec(keepCapacity=False))
+    highest = _decide(req, snap, SpeculationPolicySpec(keepCapacity=False, spareWholeGpus=False))
     assert highest.candidates[0].node == highest.node
     assert (highest.candidates[0].predicted_speedup or 0.0) >= best_s - 1e-6
     # Throughput: every candidate carries S_real / t_u(B); the chosen one has the highest

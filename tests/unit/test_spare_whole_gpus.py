@@ -1,10 +1,9 @@
-"""Issue 16 part 3's placement rule `spareWholeGpus` (RelativeSpeedup; opt-in, measured and not adopted:
-docs/decision.md).
+"""Issue 16's placement rule `spareWholeGpus` (RelativeSpeedup; measured in session 9, the default since
+session 15: docs/decision.md).
 A workload above defaultExpectedBatch does not take an empty GPU when a node where it shares an occupied
 GPU predicts at least its decode rate S_real / t_u(B); in a small workload's keepCapacity band the nodes
 predicting at least the S_real-best node's rate join, and the slot that holds the smallest share of
-hardware (unloaded plain step times engines per GPU) comes first. Off (the default): the session-8
-rules."""
+hardware (unloaded plain step times engines per GPU) comes first. Off: the session-8 rules."""
 
 from __future__ import annotations
 
@@ -12,16 +11,16 @@ from sovereignspec.api.speculation_policy import SpeculationPolicySpec
 from tests.unit.test_keep_capacity import A100, H100, H200, RTX4090, _decide, _snapshot
 
 
-def test_spare_whole_gpus_is_opt_in() -> None:
-    assert SpeculationPolicySpec().spare_whole_gpus is False
-    assert SpeculationPolicySpec.model_validate({"spareWholeGpus": True}).spare_whole_gpus is True
+def test_spare_whole_gpus_is_the_default_and_can_be_switched_off() -> None:
+    assert SpeculationPolicySpec().spare_whole_gpus is True
+    assert SpeculationPolicySpec.model_validate({"spareWholeGpus": False}).spare_whole_gpus is False
 
 
 def test_a_large_workload_leaves_an_idle_slow_gpu_for_a_loaded_fast_one_that_beats_it_in_rate() -> None:
     """heldout-campus's triage-bot: the idle A100's higher S_real took a whole two-engine GPU, while the
     H200 next to one engine gives the workload about twice the tokens/s."""
     snap = _snapshot([("a100", A100, 2, [(0.0, []), (0.0, [])]), ("h200", H200, 3, [(0.3, [20])])])
-    assert _decide(snap, "interactive", 12).node == "a100"
+    assert _decide(snap, "interactive", 12, spareWholeGpus=False).node == "a100"
     spared = _decide(snap, "interactive", 12, spareWholeGpus=True)
     assert spared.node == "h200" and spared.speculative.enabled
 
@@ -29,7 +28,7 @@ def test_a_large_workload_leaves_an_idle_slow_gpu_for_a_loaded_fast_one_that_bea
 def test_a_large_workload_still_takes_an_empty_gpu_that_is_faster() -> None:
     snap = _snapshot([("a100", A100, 2, [(0.3, [20])]), ("h200", H200, 2, [(0.0, [])])])
     assert _decide(snap, "interactive", 12, spareWholeGpus=True).node == "h200"
-    assert _decide(snap, "interactive", 12).node == "h200"
+    assert _decide(snap, "interactive", 12, spareWholeGpus=False).node == "h200"
 
 
 def test_a_small_workload_takes_a_third_of_a_loaded_h200_rather_than_a_whole_idle_h100() -> None:
@@ -38,7 +37,7 @@ def test_a_small_workload_takes_a_third_of_a_loaded_h200_rather_than_a_whole_idl
     snap = _snapshot(
         [("h100", H100, 1, [(0.0, [])]), ("h200", H200, 3, [(0.25, [20])]), ("a100", A100, 2, [(0.0, [])])]
     )
-    assert _decide(snap, "interactive", 6).node == "h100"
+    assert _decide(snap, "interactive", 6, spareWholeGpus=False).node == "h100"
     assert _decide(snap, "interactive", 6, spareWholeGpus=True).node == "h200"
 
 
@@ -47,4 +46,4 @@ def test_a_small_workload_still_takes_the_slow_card_for_an_insignificant_gain() 
         [("h100", H100, 2, [(0.1, [4])]), ("r4090", RTX4090, 1, [(0.0, [])]), ("h200", H200, 2, [(0.0, [])])]
     )
     assert _decide(snap, "interactive", 4, spareWholeGpus=True).node == "r4090"
-    assert _decide(snap, "interactive", 4).node == "r4090"
+    assert _decide(snap, "interactive", 4, spareWholeGpus=False).node == "r4090"
