@@ -155,6 +155,45 @@ def test_time_slicing_and_capacity() -> None:
     assert all(len(vals) == 1 for vals in per_uuid.values())
 
 
+def test_a_relist_allocates_in_one_pass_as_pods_arriving_one_by_one_would(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A re-list of thousands of pods ran one allocation pass per pod over every engine, under the lock
+    every scrape waits for. `set_pods` now makes one pass; the devices each pod gets are the same."""
+    nodes = [NodeSpec(name=f"n{i}", gpus=4, time_slicing_replicas=2) for i in range(3)]
+    pods = [PodSpec(namespace="t", name=f"p{i:02d}", node=f"n{i % 3}", gpus=1 + i % 2) for i in range(30)]
+    one_by_one = Simulator(Scenario(nodes=nodes))
+    for pod in pods:
+        one_by_one.upsert_pod(pod)
+    relisted = Simulator(Scenario(nodes=nodes))
+    passes = 0
+    allocate = Simulator._assign
+
+    def counted(self: Simulator) -> None:
+        nonlocal passes
+        passes += 1
+        allocate(self)
+
+    monkeypatch.setattr(Simulator, "_assign", counted)
+    relisted.set_pods(pods)
+    assert passes == 1
+
+    def devices(sim: Simulator) -> dict[tuple[str, str], list[str]]:
+        return {k: [d.uuid for d in e.devices] for k, e in sim.engines.items()}
+
+    assert devices(relisted) == devices(one_by_one)
+    assert any(not e.devices for e in relisted.engines.values())  # more GPUs asked than slots: some wait
+    # A pod that leaves frees its slots for a waiting one; a node that changes re-allocates its pods.
+    waiting = sorted(k for k, e in relisted.engines.items() if not e.devices and e.spec.node == "n0")
+    gone = next(
+        k for k, e in relisted.engines.items() if e.spec.gpus == 2 and e.devices and e.spec.node == "n0"
+    )
+    relisted.set_pods([p for p in pods if p.key != gone])
+    assert relisted.engines[waiting[0]].devices
+    relisted.set_nodes([*nodes[:2], NodeSpec(name="n2", gpus=8, time_slicing_replicas=2)])
+    assert all(e.devices for e in relisted.engines.values() if e.spec.node == "n2")
+
+
 def test_multi_gpu_pod_takes_distinct_devices() -> None:
     sc = Scenario(
         nodes=[NodeSpec(name="n", gpus=4)], pods=[PodSpec(namespace="t", name="big", node="n", gpus=3)]

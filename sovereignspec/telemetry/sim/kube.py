@@ -184,16 +184,20 @@ class KubeSource:
                     }
                     self._resync_pods()
                 self.synced.set()
-                w = watch_cls()
-                for ev in w.stream(
-                    self.v1.list_pod_for_all_namespaces,
-                    resource_version=body["metadata"]["resourceVersion"],
-                    timeout_seconds=30,
-                ):
-                    if self._stop.is_set():
-                        w.stop()
-                        break
-                    self._event(ev.get("type", ""), ev.get("raw_object") or {})
+                rv = body["metadata"]["resourceVersion"]
+                while not self._stop.is_set():
+                    # A watch that ends at its timeout resumes where it stopped: re-listing every 30 s
+                    # re-read every pod (thousands at scale) for nothing.
+                    w = watch_cls()
+                    for ev in w.stream(
+                        self.v1.list_pod_for_all_namespaces, resource_version=rv, timeout_seconds=30
+                    ):
+                        if self._stop.is_set():
+                            w.stop()
+                            break
+                        raw = ev.get("raw_object") or {}
+                        self._event(ev.get("type", ""), raw)
+                        rv = (raw.get("metadata") or {}).get("resourceVersion") or rv
             except Exception as exc:  # 410 Gone, connection loss: re-list
                 log.warning("pod watch restarting: %s", exc)
                 self._stop.wait(1.0)

@@ -204,6 +204,7 @@ class Simulator:
         self.nodes: dict[str, NodeSpec] = {}
         self.devices: list[Device] = []
         self.engines: dict[tuple[str, str], Engine] = {}
+        self._waiting: set[tuple[str, str]] = set()  # engines without devices: all `_assign` looks at
         self.overrides: list[Override] = list(scenario.overrides)
         self.sim_time = 0.0
         self.set_nodes(scenario.nodes)
@@ -227,45 +228,60 @@ class Simulator:
             ]
             self.nodes = new
             self.devices = sorted(kept + added, key=lambda d: (d.node, d.index, int(d.gi_id or 0)))
-            for e in self.engines.values():
+            for key, e in self.engines.items():
                 if e.spec.node in changed:
                     e.devices = []
+                    self._waiting.add(key)
             for d in self.devices:
                 d.pods = [p for p in d.pods if p in self.engines and self.engines[p].devices]
             self._assign()
 
     def upsert_pod(self, pod: PodSpec) -> None:
         with self.lock:
-            e = self.engines.get(pod.key)
-            if e is None:
-                self.engines[pod.key] = Engine(spec=pod)
-            elif e.spec != pod:
-                moved = e.spec.node != pod.node or e.spec.gpus != pod.gpus
-                e.spec = pod
-                if moved:
-                    self._release(e)
+            self._upsert(pod)
             self._assign()
 
     def remove_pod(self, key: tuple[str, str]) -> None:
         with self.lock:
-            e = self.engines.pop(key, None)
-            if e is not None:
-                self._release(e)
+            if self._remove(key):
                 self._assign()  # a pod waiting for a slot gets it
 
     def set_pods(self, pods: Iterable[PodSpec]) -> None:
-        """Replace all pods (a re-list from the API server)."""
+        """Replace all pods (a re-list from the API server): one allocation pass at the end, not one
+        per pod (a pass per pod made a re-list of 2,000 pods quadratic, and it holds the lock that
+        every scrape waits for)."""
         with self.lock:
             wanted = {p.key: p for p in pods}
             for key in sorted(self.engines.keys() - wanted.keys()):
-                self.remove_pod(key)
+                self._remove(key)
             for key in sorted(wanted):
-                self.upsert_pod(wanted[key])
+                self._upsert(wanted[key])
+            self._assign()
+
+    def _upsert(self, pod: PodSpec) -> None:
+        e = self.engines.get(pod.key)
+        if e is None:
+            self.engines[pod.key] = Engine(spec=pod)
+            self._waiting.add(pod.key)
+        elif e.spec != pod:
+            moved = e.spec.node != pod.node or e.spec.gpus != pod.gpus
+            e.spec = pod
+            if moved:
+                self._release(e)
+
+    def _remove(self, key: tuple[str, str]) -> bool:
+        e = self.engines.pop(key, None)
+        if e is None:
+            return False
+        self._release(e)
+        self._waiting.discard(key)
+        return True
 
     def _release(self, e: Engine) -> None:
         for d in e.devices:
             d.pods = [p for p in d.pods if p != e.key]
         e.devices = []
+        self._waiting.add(e.key)
 
     def _assign(self) -> None:
         """Device-plugin allocation: distinct devices on the pod's node, least shared first.
@@ -273,13 +289,13 @@ class Simulator:
         A device offers `replicas` slots (time-slicing); a pod that doesn't fit stays unassigned
         (the scheduler would not have bound it) and exports nothing.
         """
+        if not self._waiting:
+            return
         by_node: dict[str, list[Device]] = {}
         for d in self.devices:
             by_node.setdefault(d.node, []).append(d)
-        for key in sorted(self.engines):
+        for key in sorted(self._waiting):
             e = self.engines[key]
-            if e.devices:
-                continue
             free = [d for d in by_node.get(e.spec.node, []) if len(d.pods) < d.replicas]
             if len(free) < e.spec.gpus:
                 continue
@@ -287,6 +303,7 @@ class Simulator:
             for d in chosen:
                 d.pods.append(key)
             e.devices = chosen
+            self._waiting.discard(key)
 
     # ---- load model ---------------------------------------------------------------------------
 
