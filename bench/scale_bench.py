@@ -643,7 +643,10 @@ def main() -> int:
 
         sim.start()
         sim.wait_ready()
-        prom = PrometheusProcess([f"127.0.0.1:{sim.port}"], scrape_interval=2.0).start()
+        # The simulator's exposition grows with the pool: at 500 nodes and 2,000 engines it is 86k lines and
+        # about 1 s of CPU (docs/scale.md, session 15), too much for a 2 s scrape on a loaded 2-core machine.
+        scrape = 2.0 if args.nodes <= 100 else 5.0
+        prom = PrometheusProcess([f"127.0.0.1:{sim.port}"], scrape_interval=scrape).start()
         prom.wait_for(
             f'DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{{Hostname=~"{pool.name}-.*"}}', min_series=1, timeout=60
         )
@@ -920,6 +923,14 @@ def main() -> int:
                 say,
             )
         violations = check_invariants(pool, tenants + q_ns["check"])
+        # Which rule answered: a decision on a node without GPU telemetry skips the evaluation there, so a
+        # run where most decisions lack it does not measure decide() (session 15: 1,510 of 2,100).
+        reasons: dict[str, dict[str, int]] = {"paced": defaultdict(int), "queued": defaultdict(int)}
+        for r in log_records(op, "decided"):
+            phase = "queued" if "/job-qc" in str(r.get("workload", "")) else "paced"
+            reasons[phase][str(r.get("reason"))] += 1
+        no_telemetry = sum(v.get("NodeTelemetryMissing", 0) for v in reasons.values())
+        all_decided = sum(sum(v.values()) for v in reasons.values())
 
         cpu_s = arm["check"]["cpu"]
         marginal = cpu_s - idle_rate * arm["check"]["wall"]
@@ -968,7 +979,16 @@ def main() -> int:
             # Share of the operator's CPU in the garbage collector: the check bursts, the idle window.
             "gcShareCheckBursts": round(arm["check"]["gc"] / cpu_s, 3) if cpu_s > 0 else None,
             "gcShareIdle": round(idle["gc"] / idle["cpu"], 3) if idle["cpu"] > 0 else None,
+            # Share of all decisions made on a node without GPU telemetry (should be about 0).
+            "noNodeTelemetryShare": round(no_telemetry / all_decided, 3) if all_decided else None,
         }
+        for phase, counts in reasons.items():
+            print(f"decision reasons, {phase} (ample, backlog | queued): {dict(sorted(counts.items()))}")
+        if all_decided and no_telemetry > 0.05 * all_decided:
+            print(
+                f"WARNING: {no_telemetry} of {all_decided} decisions found no GPU telemetry for their node; "
+                "the decision figures of this run do not measure decide() (check the simulator's scrapes)"
+            )
         print(
             f"run: {args.nodes} KWOK nodes x 8 GPUs, {len(JURISDICTIONS)} jurisdictions, "
             f"{args.workloads} one-GPU Jobs in bursts of {args.burst}, operator pinned to CPU {core}"
