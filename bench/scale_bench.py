@@ -925,9 +925,12 @@ def main() -> int:
         violations = check_invariants(pool, tenants + q_ns["check"])
         # Which rule answered: a decision on a node without GPU telemetry skips the evaluation there, so a
         # run where most decisions lack it does not measure decide() (session 15: 1,510 of 2,100).
-        reasons: dict[str, dict[str, int]] = {"paced": defaultdict(int), "queued": defaultdict(int)}
+        reasons: dict[str, dict[str, int]] = {
+            "ample and backlog": defaultdict(int),
+            "queued": defaultdict(int),
+        }
         for r in log_records(op, "decided"):
-            phase = "queued" if "/job-qc" in str(r.get("workload", "")) else "paced"
+            phase = "queued" if "/job-qc" in str(r.get("workload", "")) else "ample and backlog"
             reasons[phase][str(r.get("reason"))] += 1
         no_telemetry = sum(v.get("NodeTelemetryMissing", 0) for v in reasons.values())
         all_decided = sum(sum(v.values()) for v in reasons.values())
@@ -983,7 +986,7 @@ def main() -> int:
             "noNodeTelemetryShare": round(no_telemetry / all_decided, 3) if all_decided else None,
         }
         for phase, counts in reasons.items():
-            print(f"decision reasons, {phase} (ample, backlog | queued): {dict(sorted(counts.items()))}")
+            print(f"decision reasons, {phase}: {dict(sorted(counts.items()))}")
         if all_decided and no_telemetry > 0.05 * all_decided:
             print(
                 f"WARNING: {no_telemetry} of {all_decided} decisions found no GPU telemetry for their node; "

@@ -228,10 +228,9 @@ class Simulator:
             ]
             self.nodes = new
             self.devices = sorted(kept + added, key=lambda d: (d.node, d.index, int(d.gi_id or 0)))
-            for key, e in self.engines.items():
+            for e in self.engines.values():
                 if e.spec.node in changed:
-                    e.devices = []
-                    self._waiting.add(key)
+                    self._release(e)
             for d in self.devices:
                 d.pods = [p for p in d.pods if p in self.engines and self.engines[p].devices]
             self._assign()
