@@ -22,8 +22,8 @@ setup:
 	deploy/local/setup.sh
 
 lint: venv
-	$(BIN)/ruff check sovereignspec tests
-	$(BIN)/ruff format --check sovereignspec tests
+	$(BIN)/ruff check sovereignspec tests bench
+	$(BIN)/ruff format --check sovereignspec tests bench
 	$(BIN)/lint-imports
 
 typecheck: venv

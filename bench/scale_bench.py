@@ -57,7 +57,6 @@ sys.path.insert(0, str(ROOT))
 from kubernetes import client, watch  # noqa: E402
 
 from sovereignspec.operator.metrics import DRIFT_STAGES  # noqa: E402
-
 from tests.chaos.harness import (  # noqa: E402
     add_nodes_bulk,
     check_invariants,
@@ -186,6 +185,29 @@ def proc_rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def settle(op: Any, quiet_per_s: float = 2.0, step_s: float = 5.0, limit_s: float = 240.0) -> dict[str, Any]:
+    """Wait until the operator's watch events fall below `quiet_per_s`: the Job controller creates
+    the last bursts' pods, KWOK starts them and Kueue marks the Workloads PodsReady for tens of seconds
+    after admission, and an idle window that begins before then counts that per-workload work as
+    time-paced background."""
+    c0, t0 = proc_cpu_seconds(op.proc.pid), time.monotonic()
+    first = last = sum(watch_events(op.metrics()).values())
+    quiet = False
+    while time.monotonic() - t0 < limit_s:
+        time.sleep(step_s)
+        now = sum(watch_events(op.metrics()).values())
+        if now - last < quiet_per_s * step_s:
+            quiet = True
+            break
+        last = now
+    return {
+        "wall": time.monotonic() - t0,
+        "cpu": proc_cpu_seconds(op.proc.pid) - c0,
+        "events": last - first,
+        "quiet": quiet,
+    }
 
 
 def watch_events(text: str) -> dict[str, float]:
@@ -793,7 +815,12 @@ def main() -> int:
         # paced bursts (their workloads held, so the drift sweep has its full load; the telemetry refresh
         # runs as in the bursts). It splits the check bursts' CPU into the time-paced part and the part
         # per decision (`decisionsPerMarginalCpuSecond`); `decisionsPerCpuSecond` still counts all of it.
-        time.sleep(5)  # the last burst's tail of pod events
+        tail = settle(op)
+        say(
+            f"settled {tail['wall']:.0f} s after the last burst: {tail['events']:.0f} watch events of its "
+            f"tail (pods created, started, marked ready after admission), operator CPU {tail['cpu']:.1f} s"
+            + ("" if tail["quiet"] else "; NOT quiet at the limit, the idle window includes a tail")
+        )
         idle_c0, idle_t0 = proc_cpu_seconds(op.proc.pid), time.monotonic()
         idle_m0 = op.metrics()
         idle_e0 = watch_events(idle_m0)
@@ -978,6 +1005,8 @@ def main() -> int:
             # The operator's CPU per second of wall while idle after the ample bursts (same run), and the
             # check bursts' decisions over their CPU less that rate times their wall time.
             "operatorIdleCpuMsPerS": round(1000 * idle_rate, 1),
+            # How long the last bursts' tail of pod and Workload events ran before the idle window began.
+            "idleSettleS": round(tail["wall"], 1),
             "decisionsPerMarginalCpuSecond": round(decisions / marginal, 1) if marginal > 0 else None,
             # Share of the operator's CPU in the garbage collector: the check bursts, the idle window.
             "gcShareCheckBursts": round(arm["check"]["gc"] / cpu_s, 3) if cpu_s > 0 else None,
