@@ -25,15 +25,17 @@ def evaluate_nodes(
     expected_range: int,
     min_gain: float,
     safety: float,
+    arriving: bool = True,
 ) -> Evaluation:
     """k* and the figures at the expected batch for `nodes`, in one call (the product goes through
-    cached groups and rows instead)."""
+    cached groups and rows instead); `arriving=False`: the workload already runs there."""
     groups, gid = Groups.of_nodes(nodes)
     return evaluate_groups(
         tables(groups, expected_length, range_ends, expected_batch, min_gain),
         gid,
         neighbour_bounds([nd.neighbours for nd in nodes], safety),
         expected_range,
+        arriving,
     )
 
 

@@ -55,6 +55,13 @@ def load_increase(t0: Arr, g_b: Arr, g_bk: Arr, u: Arr, tau: Arr) -> FloatArray:
     return np.asarray(g_bk) / (np.asarray(tau) * t_ub) - np.asarray(g_b) / t_ub
 
 
+def arrival_share(t0: Arr, g_b: Arr, u: Arr) -> FloatArray:
+    """g(B) / t_u(B): the share of wall time our plain tensor work occupies at load u (`load_increase`'s
+    second term), the load a neighbour sees appear when we arrive; with Δu on top, our whole share."""
+    out: FloatArray = np.asarray(g_b, dtype=np.float64) / stretched(t0, g_b, u)
+    return out
+
+
 def neighbour_slowdown(sigma_j: Arr, du: Arr, u_total: Arr) -> FloatArray:
     """ε_j = (1 - sigma_j)·Δu / (1 - u_total - Δu) if u_total + Δu < 1, else ∞."""
     du_a = np.asarray(du, dtype=np.float64)

@@ -7,6 +7,9 @@
 
 Conservative where DESIGN.md is silent: Δu is max(Δu at the observed load, Δu on an idle GPU), and a
 budget passes the neighbour condition only if every budget below it passes too (`budget.tables`).
+A neighbour's margin is measured before we arrive, so at admission the increase it must absorb is our
+plain share as well as Δu (`neighbour_load`; docs/decision.md, "The neighbour's margin after we
+arrive").
 """
 
 from __future__ import annotations
@@ -26,6 +29,12 @@ BoolArray = npt.NDArray[np.bool_]
 def self_benefit(s_real: FloatArray, min_gain: float) -> BoolArray:
     """Condition 1: the budget's predicted speed-up reaches 1 + minGain."""
     return np.asarray(s_real >= 1.0 + min_gain)
+
+
+def neighbour_load(load_increase: FloatArray, arrival: FloatArray) -> FloatArray:
+    """The load increase a neighbour's margin must absorb: our speculation's Δu ([N, R+1, K+1]) plus
+    our plain share where we arrive ([N, R+1]; 0 where our pods already run and its TPOT has them)."""
+    return np.asarray(load_increase + arrival[..., None])
 
 
 def neighbour_slo(load_increase: FloatArray, bound: FloatArray) -> BoolArray:

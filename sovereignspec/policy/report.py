@@ -29,14 +29,16 @@ from sovereignspec.policy.speculation import Options
 def neighbour_impacts(
     facts: Facts, options: Options, place: Placement, budget: Budget
 ) -> list[NeighbourImpact]:
-    """The chosen node's neighbours: their SLO margin, and our predicted slowdown of each (0 when we run
-    plain; none listed when telemetry is missing)."""
+    """The chosen node's neighbours: their SLO margin, and our predicted slowdown of each, the one the
+    neighbour condition judged (our arrival and speculation at the expected batch; 0 when we run plain;
+    none listed when telemetry is missing)."""
     c = place.chosen
     ev = options.evaluation
     if ev is not None and options.evaluated(c):
         i = int(options.at[c])
         nbs = options.neighbours(c)
-        slowdown = neighbour_slowdown(nbs.sigma, ev.load_increase_expected[i], nbs.u_total)
+        load = ev.load_increase_expected[i] + ev.arrival_expected[i]
+        slowdown = neighbour_slowdown(nbs.sigma, load, nbs.u_total)
         out = []
         for j, nb in enumerate(nbs.items):
             slow = float(slowdown[j]) if budget.enabled else 0.0

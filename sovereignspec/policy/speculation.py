@@ -192,11 +192,13 @@ def evaluate_candidates(
     evaluation = full.take(full_at[ev_c])
     at[ev_c] = np.arange(ev_c.size)
     own = _without_own_pods(facts, cands, spec, gpu, at)
-    if own:  # our own old pods (a re-decision) are no neighbours: evaluate those nodes again
+    if own:  # our own old pods (a re-decision) are no neighbours, and their load is in the neighbours'
+        # TPOT already: evaluate those nodes again
         redo = np.asarray(sorted(own), dtype=np.int64)
         bound = neighbour_bounds_of(facts, [own[int(e)] for e in redo])
         e_range = range_index(ranges, claims.expected_batch)
-        evaluation.put(redo, evaluate_groups(t, spec.gid[cands.at[ev_c[redo]]], bound, e_range))
+        again = evaluate_groups(t, spec.gid[cands.at[ev_c[redo]]], bound, e_range, arriving=False)
+        evaluation.put(redo, again)
     return Options(cands, gpu, spec, evaluation, at[cands.canon], own)
 
 

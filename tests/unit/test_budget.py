@@ -12,11 +12,18 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sovereignspec.model.acceptance import expected_lengths, iid_curve
-from sovereignspec.model.speedup import load_increase, max_load_increase, neighbour_slowdown, step_ratio
+from sovereignspec.model.speedup import (
+    arrival_share,
+    load_increase,
+    max_load_increase,
+    neighbour_slowdown,
+    step_ratio,
+)
 from sovereignspec.model.steptime import StepCurve, stretched
 from sovereignspec.policy.budget import batch_ranges, merge_schedule, range_index, speculative_config
 from sovereignspec.policy.node_state import NeighbourInput, Neighbours, NodeInput
@@ -37,7 +44,8 @@ Row = npt.NDArray[np.float64]
 def _plain(
     nd: NodeInput, el: Row, ends: list[int], batch: int, e_range: int, gain: float, safety: float
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], float, float, float, Row]:
-    """One node, no sharing: (k*, k* ignoring neighbours, S_real, slack, Δu at the expected batch)."""
+    """One node, no sharing: (k*, k* ignoring neighbours, S_real, slack, and the load the neighbours see
+    at the expected batch: our plain share, as we arrive, plus Δu)."""
     ks = np.arange(el.size, dtype=np.float64)
     b = np.asarray([*ends, batch], dtype=np.float64)
     c = nd.curve
@@ -49,12 +57,13 @@ def _plain(
         load_increase(c.t0, g_b, g_bk, nd.u, tau),
         load_increase(c.t0, g_b, g_bk, 0.0, step_ratio(c.t0, g_b, g_bk, 0.0, ks[None, :], nd.c_d)),
     )
+    arrival = g_b / stretched(c.t0, g_b, nd.u)  # our plain share at load u: we arrive on the node
     nbs = nd.neighbours
     nb_ok = np.ones_like(self_ok)
     if nbs.items:
         thr = np.where(np.isnan(nbs.margin), np.inf, nbs.margin * (1.0 - safety))
         bound = max_load_increase(nbs.sigma[None, :], thr[None, :], nbs.u_total[None, :])[0]
-        nb_ok = np.logical_and.accumulate(du <= bound, axis=1)
+        nb_ok = np.logical_and.accumulate(du + arrival <= bound, axis=1)
 
     def pick(valid: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
         score = np.where(valid, s, -np.inf)
@@ -65,7 +74,8 @@ def _plain(
     k_all, k_self = pick(self_ok & nb_ok), pick(self_ok)
     k_e = int(k_all[e_range])
     slack = c.t0 / stretched(c.t0, g_b[-1, 0], nd.u)
-    return k_all[:-1], k_self[:-1], float(s[-1, k_e]), float(slack), float(du[-1, k_e]), s[-1]
+    load_e = float(du[-1, k_e] + arrival[-1, 0])
+    return k_all[:-1], k_self[:-1], float(s[-1, k_e]), float(slack), load_e, s[-1]
 
 
 neighbour = st.tuples(
@@ -121,9 +131,10 @@ def test_grouped_evaluation_equals_plain_per_node(
         assert ev.speedup_expected[i] == s_e
         assert ev.slack_expected[i] == slack
         assert ev.speedup_by_k[i].tolist() == s_by_k.tolist()
-        if nd.neighbours.items:  # the recorded slowdowns, from the same Δu
+        if nd.neighbours.items:  # the recorded slowdowns, from the same load (arrival and Δu)
+            load = ev.load_increase_expected[i] + ev.arrival_expected[i]
             want = neighbour_slowdown(nd.neighbours.sigma, du_e, nd.neighbours.u_total)
-            got = neighbour_slowdown(nd.neighbours.sigma, ev.load_increase_expected[i], nd.neighbours.u_total)
+            got = neighbour_slowdown(nd.neighbours.sigma, load, nd.neighbours.u_total)
             assert got.tolist() == want.tolist()
 
 
@@ -141,3 +152,30 @@ def test_schedule_and_config() -> None:
         '"num_speculative_tokens_per_batch_size":[[1,3,3],[4,7,1],[8,16,0]]}'
     )
     assert '"model"' not in speculative_config("ngram", "ignored", sched)
+
+
+def test_a_neighbours_margin_must_absorb_our_arrival_as_well_as_our_speculation() -> None:
+    """The neighbour's margin was measured before we arrive. One that absorbs our speculation's Δu
+    alone but not our plain share on top of it gets no budget when we arrive (admission), and keeps
+    the budget when our pods already run there (a re-decision: its TPOT carries our plain load)."""
+    curve = CURVES[0]
+    el = expected_lengths(iid_curve(0.8, 4))
+    ends, batch = [1, 7, 31, 1024], 31  # the expected batch at its range's end: the same Δu
+    base = NodeInput(name="n", curve=curve, c_d=0.03, u=0.2)
+    alone = evaluate_nodes([base], el, ends, batch, 2, 0.05, 0.1)
+    k_alone = int(alone.k_star[0, 2])
+    assert k_alone > 0
+    g_b = curve.g(np.asarray([float(batch)]))[0]
+    arrival = float(arrival_share(curve.t0, g_b, 0.2))
+    du = float(alone.load_increase_expected[0])
+    sigma, u_nb = 0.5, 0.2
+    # margin whose bound sits between Δu and arrival + Δu (safety 0.1, inverse of `neighbour_slowdown`)
+    target = du + 0.5 * arrival
+    margin = float(neighbour_slowdown(sigma, target, u_nb)) / 0.9
+    nb = Neighbours.of([NeighbourInput("ns", "nb", sigma=sigma, margin=margin, u_total=u_nb)])
+    node = NodeInput(name="n", curve=curve, c_d=0.03, u=0.2, neighbours=nb)
+    arriving = evaluate_nodes([node], el, ends, batch, 2, 0.05, 0.1)
+    running = evaluate_nodes([node], el, ends, batch, 2, 0.05, 0.1, arriving=False)
+    assert int(arriving.k_star[0, 2]) < k_alone
+    assert int(running.k_star[0, 2]) == k_alone
+    assert arriving.arrival_expected[0] == pytest.approx(arrival) and running.arrival_expected[0] == 0.0

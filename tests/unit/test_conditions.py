@@ -122,20 +122,24 @@ def test_without_the_neighbour_condition_decide_speculates_past_a_neighbours_slo
 
 
 def test_the_switch_changes_only_the_neighbour_condition_and_is_kept_apart_in_the_memo() -> None:
-    """A neighbour 2.5 % inside its SLO (39 ms): with the condition decide() keeps speculation where its
-    predicted slowdown stays within the margin less the safety; without it, a larger budget at the
-    expected batch pushes it past. Decided in turn on one snapshot (one index and memo), each answer is
+    """A neighbour 12.5 % inside its SLO (35 ms) on a GPU at tensor-active 0.5: with the condition
+    decide() keeps speculation, with a budget no larger in any batch range and smaller in some, and its
+    predicted slowdown of the neighbour (our arrival and speculation) within the margin less the safety;
+    without it, the larger budget. Decided in turn on one snapshot (one index and memo), each answer is
     the one a fresh snapshot gives: the memoised evaluation is kept per switch."""
-    request, snap, policies, now = _near_slo(0.039, 0.8)
+    request, snap, policies, now = _near_slo(0.035, 0.5)
     off = replace(policies, neighbour_condition=False)
     answers = [decide(request, snap, p, now) for p in (policies, off, policies, off)]
-    fresh = [decide(*_near_slo(0.039, 0.8)[:2], p, now) for p in (policies, off)]
+    fresh = [decide(*_near_slo(0.035, 0.5)[:2], p, now) for p in (policies, off)]
     schedules = [d.speculative.schedule for d in answers]
     assert schedules == [fresh[0].speculative.schedule, fresh[1].speculative.schedule] * 2
     kept, dropped = answers[:2]
     assert kept.speculative.enabled and dropped.speculative.enabled
-    assert kept.speculative.schedule != dropped.speculative.schedule
-    safety = policies.speculation.safety
-    (margin, slowdown), (margin_dropped, slowdown_dropped) = (_figures(d.neighbours[0]) for d in answers[:2])
-    assert slowdown <= margin * (1 - safety) + 1e-9
-    assert slowdown_dropped > margin_dropped > 0
+    per_batch = [[_k_at(d.speculative.schedule, b) for b in range(1, 1025)] for d in (kept, dropped)]
+    assert all(a <= b for a, b in zip(*per_batch, strict=True)) and per_batch[0] != per_batch[1]
+    margin, slowdown = _figures(kept.neighbours[0])
+    assert 0 < slowdown <= margin * (1 - policies.speculation.safety) + 1e-9
+
+
+def _k_at(schedule: list[list[int]], batch: int) -> int:
+    return next(k for start, end, k in schedule if start <= batch <= end)
