@@ -197,6 +197,17 @@ class SpeculationPolicySpec(Model):
         "takes the smallest share of hardware first (unloaded plain step times engines per GPU) "
         "(docs/decision.md). False: the session-8 rules.",
     )
+    shared_gpu_allocation: Literal["Distributed", "Unknown"] = Field(
+        default="Distributed",
+        description="Which of a node's shared GPUs (time-slicing or MPS replicas) the device plugin hands "
+        "a pod that asks for one: Distributed, the NVIDIA k8s-device-plugin's default "
+        "(--shared-devices-allocation-policy=distributed), gives a replica of a GPU with the fewest "
+        "allocated replicas, and the neighbour condition judges the engines on those GPUs; Unknown judges "
+        "the engines on every GPU with a free replica (set it for a plugin configured to pack, or any "
+        "other). Either way every GPU with a free replica is judged while a bound pod is not yet in "
+        "dcgm-exporter's samples or an admitted pod has not started there, for a pod that asks for "
+        "several GPUs, and on MIG.",
+    )
     batch_class: Literal["Model", "Plain"] = Field(
         default="Model",
         description="Batch-class workloads: Model (issue 16b) = the model decides their speculation, judged "

@@ -69,7 +69,7 @@ def decide(
     constraints = group.fit(constraints_of(wl, snapshot.flavors, snapshot.nodes, rules, retry))
     if isinstance(constraints, Refusal):
         return record.refuse(constraints, tenant=tenant)
-    facts = Facts(snapshot, batch_policies(snapshot, policies, claims), wl, rules)
+    facts = Facts(snapshot, batch_policies(snapshot, policies, claims), wl, rules, request.gpus_held)
     if isinstance(cands := sovereign_candidates(facts, constraints, retry), Refusal):
         return record.refuse(cands, tenant=tenant)
 

@@ -175,14 +175,14 @@ def evaluate_drift(
     # their own neighbours): read them from the whole snapshot first.
     wl = with_members(wl, members(wl, snap))
     node = st.node
-    restricted = _one_node_snapshot(wl, st, snap, controller_name)
+    restricted, held = _one_node_snapshot(wl, st, snap, controller_name)
     as_pending = wl.model_copy(
         update={
             "checks": [c.model_copy(update={"state": "Pending"}) if c.name == check else c for c in wl.checks]
         }
     )
     req, policies = request_for(as_pending, restricted, controller_name)
-    fresh = decide(req, restricted, policies, now)
+    fresh = decide(req.model_copy(update={"gpus_held": held}), restricted, policies, now)
     if any(r.type in UNKNOWN for r in fresh.reasons):
         return None
     admitted = st.speculative.config
@@ -197,9 +197,9 @@ def evaluate_drift(
 
 def _one_node_snapshot(
     wl: WorkloadInfo, st: SpeculationDecisionStatus, snap: ClusterSnapshot, controller_name: str
-) -> ClusterSnapshot:
+) -> tuple[ClusterSnapshot, frozenset[str]]:
     """The snapshot a one-node decision on the admitted node reads, without the workload's own pods,
-    reservation and load."""
+    reservation and load, and the UUIDs of the GPUs its pods hold there (its neighbours are on those)."""
     assert st.node is not None
     node = st.node
     own = (wl.namespace, wl.name)
@@ -217,6 +217,11 @@ def _one_node_snapshot(
         return p.namespace == own[0] and p.annotations.get(ANNOTATION_DECISION) == own[1]
 
     own_pods = frozenset(k for k, p in near.items() if is_own(p))
+    held = frozenset(
+        g.uuid
+        for g in idx.gpus_by_node.get(node, ())
+        if any((r.namespace, r.name) in own_pods for r in g.pods)
+    )
     node_info = idx.node_by_name.get(node)
     admitted = st.speculative.config
     tel = snap.telemetry
@@ -254,7 +259,7 @@ def _one_node_snapshot(
         reservations=[r for r, _ in idx.reservations_by_node.get(node, ()) if (r.namespace, r.name) != own],
         workloads=snap.workloads,
         telemetry=tel,
-    )
+    ), held
 
 
 def _verdict(

@@ -148,6 +148,30 @@ def gpu_product(node: NodeInfo, gpus: Sequence[GpuSample]) -> str | None:
     return node.labels.get(LABEL_GPU_PRODUCT) or next((g.model_name for g in gpus if g.model_name), None)
 
 
+def handed_out(
+    node: NodeInfo,
+    samples: Sequence[GpuSample],
+    free: Sequence[GpuSample],
+    unattributed: bool,
+    allocation: str,
+) -> list[GpuSample]:
+    """The GPUs among `free` a new one-GPU pod will run on: under `Distributed` allocation (the NVIDIA
+    device plugin's default for time-slicing and MPS replicas) those with the fewest pods, all of them
+    when several tie (the plugin breaks ties). Every free GPU where the samples do not tell: `Unknown`
+    allocation, a GPU pod on the node that no sample names yet (`unattributed`), whole GPUs (a free one
+    carries no pod anyway), MIG instances."""
+    if (
+        allocation != "Distributed"
+        or unattributed
+        or not free
+        or replicas(node, samples) <= 1
+        or any(g.mig_profile for g in samples)
+    ):
+        return list(free)
+    least = min(len(g.pods) for g in free)
+    return [g for g in free if len(g.pods) == least]
+
+
 def unattributed_gpu_pods(
     node: NodeInfo, samples: Sequence[GpuSample], pods: Sequence[PodInfo]
 ) -> list[tuple[str, str]]:

@@ -55,7 +55,7 @@ def neighbour_impacts(
     if options.gpu is None:
         return []
     node = options.cands.nodes[c]
-    found = facts.neighbours(node, options.gpu_info(int(options.cands.canon[c]))[0])
+    found = facts.neighbours(node, options.gpu_info(int(options.cands.canon[c]))[0], judged="handed")
     return [
         NeighbourImpact(namespace=nb.namespace, pod=nb.pod, margin_before=nb.margin, slowdown=0.0)
         for nb in found.items

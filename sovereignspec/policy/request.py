@@ -28,6 +28,9 @@ class RequestError(ValueError):
 class AdmissionRequest(Model):
     workload: WorkloadInfo
     check: str
+    gpus_held: frozenset[str] = frozenset()
+    """On a re-decision of a running workload (the drift sweep), the UUIDs of the GPUs its pods hold:
+    its neighbours are the engines there, not those of the GPU a new pod would get."""
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -137,8 +138,9 @@ class Options:
     """Per evaluated candidate (row `at[c]`)."""
     at: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     """Candidate -> its row in `evaluation` (-1: not evaluated), by its canonical candidate."""
-    own_neighbours: dict[int, Neighbours] = field(default_factory=dict)
-    """Evaluation row -> its neighbours without the workload's own old pods, where it had some."""
+    judged: dict[int, Neighbours] = field(default_factory=dict)
+    """Evaluation row -> the neighbours judged there where they are not the node's own (`NodeInput`):
+    without the workload's own old pods, or on other GPUs than a new pod gets (`_judged_apart`)."""
 
     def gpu_info(self, c: int) -> GpuInfo:
         """Candidate c's GPU state (its free GPUs, load u, free framebuffer)."""
@@ -164,8 +166,8 @@ class Options:
     def neighbours(self, c: int) -> Neighbours:
         """The neighbours candidate c was evaluated with."""
         i = int(self.at[c])
-        if i in self.own_neighbours:
-            return self.own_neighbours[i]
+        if i in self.judged:
+            return self.judged[i]
         got = self.spec.got[int(self.cands.at[self.cands.canon[c]])] if self.spec is not None else None
         assert isinstance(got, NodeInput)
         return got.neighbours
@@ -199,7 +201,13 @@ def evaluate_candidates(
         e_range = range_index(ranges, claims.expected_batch)
         again = evaluate_groups(t, spec.gid[cands.at[ev_c[redo]]], bound, e_range, arriving=False)
         evaluation.put(redo, again)
-    return Options(cands, gpu, spec, evaluation, at[cands.canon], own)
+    apart = _judged_apart(facts, cands, spec, gpu, at, own)
+    if apart:  # this request's pod runs beside other engines than a new one-GPU pod would: judge those
+        redo = np.asarray(sorted(apart), dtype=np.int64)
+        bound = neighbour_bounds_of(facts, [apart[int(e)] for e in redo])
+        e_range = range_index(ranges, claims.expected_batch)
+        evaluation.put(redo, evaluate_groups(t, spec.gid[cands.at[ev_c[redo]]], bound, e_range))
+    return Options(cands, gpu, spec, evaluation, at[cands.canon], {**own, **apart})
 
 
 def _without_own_pods(
@@ -222,6 +230,42 @@ def _without_own_pods(
         if nbs is not memoised.neighbours:
             own[int(at[c])] = nbs
     return own
+
+
+def _judged_apart(
+    facts: Facts,
+    cands: Candidates,
+    spec: SpecRows,
+    gpu: GpuRows,
+    at: IntArray,
+    own: dict[int, Neighbours],
+) -> dict[int, Neighbours]:
+    """Evaluation row -> the neighbours this request judges there where a node's own (those of the GPUs
+    the device plugin hands a new one-GPU pod, `node_state.handed_out`) are not its: on a re-decision
+    the GPUs its pods hold (`Facts.holding`), and every free GPU where the plugin's choice is not known:
+    the workload asks for several GPUs, or a workload admitted on the node has not started there (its
+    pod may take the GPU first). Rows of the own-pods re-decision (`own`) keep theirs."""
+    reserved = facts.idx.reservations_by_node
+    if facts.holding or facts.several_gpus:
+        cs = np.flatnonzero(at >= 0)
+    else:
+        rows = [r for n in reserved if (r := cands.rows.at.get(n)) is not None]
+        if not rows:
+            return {}
+        cand_of = np.full(len(cands.rows.nodes), -1, dtype=np.int64)
+        cand_of[cands.at] = np.arange(len(cands.nodes))
+        cs = np.asarray([c for c in cand_of[rows] if c >= 0 and at[c] >= 0], dtype=np.int64)
+    out: dict[int, Neighbours] = {}
+    for c in cs.tolist():
+        i, r = int(at[c]), int(cands.at[c])
+        memoised = spec.got[r]
+        if i in own or not isinstance(memoised, NodeInput):
+            continue
+        judged: Literal["free", "held"] = "held" if facts.holding else "free"
+        nbs = facts.neighbours(cands.nodes[c], gpu.infos[r][0], judged=judged)
+        if nbs is not memoised.neighbours:
+            out[i] = nbs
+    return out
 
 
 def placed_budget(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import TypeVar, cast
+from typing import Literal, TypeVar, cast
 
 from sovereignspec.api.speculation_decision import Reason
 from sovereignspec.api.speculation_policy import AcceleratorProfile, BetaPrior, SpeculationPolicySpec
@@ -29,9 +29,11 @@ from sovereignspec.policy.node_state import (
     NodeInput,
     NodeView,
     gpu_state,
+    handed_out,
     neighbour_inputs,
     neighbour_sigma,
     node_input,
+    unattributed_gpu_pods,
 )
 from sovereignspec.policy.request import Policies
 from sovereignspec.policy.sovereignty import (
@@ -68,7 +70,12 @@ class Facts:
     index keeps for the life of the snapshot (and of the snapshots carried from it)."""
 
     def __init__(
-        self, snap: ClusterSnapshot, policies: Policies, wl: WorkloadInfo, rules: TenantRules
+        self,
+        snap: ClusterSnapshot,
+        policies: Policies,
+        wl: WorkloadInfo,
+        rules: TenantRules,
+        holding: frozenset[str] = frozenset(),
     ) -> None:
         self.snap = snap
         self.idx: SnapshotIndex = index_of(snap)
@@ -76,6 +83,10 @@ class Facts:
         self.policy: SpeculationPolicySpec = policies.speculation
         self.wl = wl
         self.rules = rules
+        self.holding = holding
+        """GPU UUIDs the workload's own pods hold (a re-decision): its neighbours are on those."""
+        self.several_gpus = sum(ps.count * ps.gpus_per_pod for ps in wl.pod_sets) > 1
+        """Which GPU the device plugin hands is modelled for a pod that asks for one replica only."""
         self.sovereignty = interned(policies.sovereignty)
         """The SovereigntyPolicies, the same tuple for the same policy objects (`keys.interned`)."""
         self.sov = Same(self.sovereignty)
@@ -237,22 +248,42 @@ class Facts:
         return self.memo(FactKey("gpu", node.name, (agg,)), lambda: gpu_state(node, samples, agg))
 
     def neighbours(
-        self, node: NodeInfo, gpus: Sequence[GpuSample] | None = None, own: bool = True
+        self,
+        node: NodeInfo,
+        gpus: Sequence[GpuSample] | None = None,
+        own: bool = True,
+        judged: Literal["free", "handed", "held"] = "free",
     ) -> Neighbours:
-        """Co-located engines on the node's GPUs with free capacity (request-independent, kept per node
-        and policies); `own=False` keeps the request's own old pods (the evaluation drops them later)."""
+        """Co-located engines on the node's GPUs with free capacity, kept per node and policies, or on
+        those of them the pod will run on: `handed`, the ones the device plugin hands a new pod
+        (`node_state.handed_out`, request-independent), or `held`, the ones the request's pods hold (a
+        re-decision, `holding`). `own=False` keeps the request's own old pods (the evaluation drops
+        them later)."""
         free = self.gpu_state(node)[0] if gpus is None else gpus
         idx = self.idx
+        allocation = self.policy.shared_gpu_allocation
+        scope = self._neighbour_scope()
+        if judged != "free":
+            scope = (*scope, allocation if judged == "handed" else self.holding)
 
         def build() -> Neighbours:
             view = NodeView(
                 node, idx.gpus_by_node.get(node.name, []), idx.pods_by_node.get(node.name, ()),
                 idx.pod_by_key, idx.engine_by_pod,
             )  # fmt: skip
-            found = neighbour_inputs(view, free, self.profiles(), self.policy, self.slo_ms, self.sigma)
+            on: Sequence[GpuSample] = free
+            if judged == "handed":
+                unknown = bool(unattributed_gpu_pods(node, view.samples, view.pods))
+                on = handed_out(node, view.samples, free, unknown, allocation)
+            elif judged == "held":
+                on = [g for g in free if g.uuid in self.holding] or free
+            if judged != "free" and len(on) == len(free):  # nothing narrowed: the same object, so a
+                return self.neighbours(node, free, own=False)  # request judging every GPU redoes nothing
+            found = neighbour_inputs(view, on, self.profiles(), self.policy, self.slo_ms, self.sigma)
             return Neighbours.of(found)
 
-        found = self.memo(FactKey("neighbours", node.name, self._neighbour_scope()), build)
+        kind = "neighbours" if judged == "free" else f"{judged}-neighbours"
+        found = self.memo(FactKey(kind, node.name, scope), build)
         return found.without_workload(self.wl.namespace, self.wl.name) if own else found
 
     def node_input(
@@ -262,7 +293,7 @@ class Facts:
         key = FactKey("node-input", node.name, (self.spec, self.sov, method, target))
 
         def build() -> NodeInput | Reason:
-            nbs = lambda: self.neighbours(node, info[0], own=False)  # noqa: E731
+            nbs = lambda: self.neighbours(node, info[0], own=False, judged="handed")  # noqa: E731
             return node_input(node, info, self.profiles(), method, target, nbs, self.curve)
 
         return self.memo(key, build)

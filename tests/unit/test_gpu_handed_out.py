@@ -1,0 +1,147 @@
+"""The neighbour condition judges the engines of the GPU the pod will run on (docs/decision.md, "The GPU
+the device plugin hands out"): on a time-sliced node the NVIDIA device plugin's default allocation gives
+a one-GPU pod a replica of the GPU with the fewest pods; a re-decision judges the GPU its pods hold; and
+every free GPU is judged where that choice cannot be read from the samples.
+
+The node: two H100s with two replicas each. GPU-0 carries `nb`, a neighbour 0.25 % inside its SLO
+(39.9 ms against 40) at tensor-active 0.8, so any load we add there breaks it; GPU-1 is empty.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sovereignspec.api import meta
+from sovereignspec.api.speculation_decision import SpeculationDecision
+from sovereignspec.model.cluster import AdmissionCheckInfo, ClusterSnapshot, NodeInfo, PodInfo, Reservation
+from sovereignspec.model.telemetry import EngineSample, GpuSample, PodRef, TelemetrySnapshot
+from sovereignspec.model.workload import CheckEntry, PodSetAssignment, PodSetInfo, WorkloadInfo
+from sovereignspec.policy.cache.index import with_reservations
+from sovereignspec.policy.decide import decide
+from sovereignspec.policy.decision import speculation_decision_object
+from sovereignspec.policy.drift import evaluate_drift
+from sovereignspec.policy.node_state import handed_out
+from sovereignspec.policy.request import Policies, request_for
+
+NOW = datetime(2026, 12, 3, 8, 0, 0, tzinfo=UTC)
+H100 = "NVIDIA-H100-80GB-HBM3"
+
+
+def _node(gpus: int = 4) -> NodeInfo:
+    labels = {meta.LABEL_HOSTNAME: "n1", meta.DEFAULT_JURISDICTION_LABEL: "KR", meta.LABEL_GPU_PRODUCT: H100}
+    return NodeInfo(name="n1", labels=labels, gpu_allocatable=gpus)
+
+
+def _gpu(uuid: str, tensor: float, *pods: str, mig: str | None = None) -> GpuSample:
+    refs = [PodRef(namespace=p.split("/")[0], name=p.split("/")[1]) for p in pods]
+    return GpuSample(
+        node="n1", uuid=uuid, tensor_active=tensor, fb_free_mib=40000.0, pods=refs, mig_profile=mig
+    )
+
+
+def _workload(gpus_per_pod: int = 1) -> WorkloadInfo:
+    ann = {
+        meta.ANNOTATION_CLASS: "interactive",
+        meta.ANNOTATION_TARGET_MODEL: "llama-3.1-8b",
+        meta.ANNOTATION_DRAFT_MODEL: "eagle3-llama-3.1-8b",
+        meta.ANNOTATION_SPEC_METHOD: "eagle3",
+        meta.ANNOTATION_TPOT_SLO_MS: "50",
+        meta.ANNOTATION_EXPECTED_BATCH: "4",
+    }
+    return WorkloadInfo(
+        namespace="bank-a",
+        name="chat",
+        generation=1,
+        queue_name="lq",
+        quota_reserved=True,
+        pod_sets=[PodSetInfo(name="main", count=1, gpus_per_pod=gpus_per_pod, annotations=ann)],
+        assignments=[PodSetAssignment(name="main", flavors={"nvidia.com/gpu": "gpu"}, count=1)],
+        checks=[CheckEntry(name="ss", state="Pending")],
+    )
+
+
+def _snapshot(nb_tpot: float = 0.0399, ours_on_gpu0: bool = False) -> ClusterSnapshot:
+    """`ours_on_gpu0`: the workload's own pod runs on GPU-0 beside `nb` (the drift sweep's view)."""
+    pods = [
+        PodInfo(namespace="shop", name="nb", node="n1", phase="Running", gpu_request=1,
+                annotations={meta.ANNOTATION_TPOT_SLO_MS: "40"})
+    ]  # fmt: skip
+    engines = [EngineSample(namespace="shop", pod="nb", tpot_seconds=nb_tpot, running=16)]
+    on_gpu0 = ["shop/nb"]
+    if ours_on_gpu0:
+        pods.append(
+            PodInfo(namespace="bank-a", name="chat-0", node="n1", phase="Running", gpu_request=1,
+                    annotations={meta.ANNOTATION_DECISION: "chat"})
+        )  # fmt: skip
+        engines.append(EngineSample(namespace="bank-a", pod="chat-0", tpot_seconds=0.02, running=4))
+        on_gpu0.append("bank-a/chat-0")
+    return ClusterSnapshot.one_check(
+        AdmissionCheckInfo(name="ss", controller_name=meta.CONTROLLER_NAME),
+        ["bank-a", "shop"],
+        nodes=[_node()],
+        pods=pods,
+        telemetry=TelemetrySnapshot(
+            time=NOW, gpus=[_gpu("GPU-0", 0.8, *on_gpu0), _gpu("GPU-1", 0.0)], engines=engines
+        ),
+    )
+
+
+def _with_allocation(policies: Policies, allocation: str) -> Policies:
+    spec = policies.speculation.model_copy(update={"shared_gpu_allocation": allocation})
+    return Policies(spec, policies.speculation_name, policies.sovereignty)
+
+
+def test_the_plugin_hands_out_the_free_gpus_with_the_fewest_pods_or_any_when_that_is_unknown() -> None:
+    busy, empty, other = _gpu("GPU-0", 0.8, "shop/nb"), _gpu("GPU-1", 0.0), _gpu("GPU-2", 0.5, "x/y")
+    node, samples = _node(6), [busy, empty, other]
+    assert handed_out(node, samples, samples, False, "Distributed") == [empty]
+    assert handed_out(node, samples, [busy, other], False, "Distributed") == [busy, other]  # a tie: both
+    assert handed_out(node, samples, samples, True, "Distributed") == samples  # a pod no sample names
+    assert handed_out(node, samples, samples, False, "Unknown") == samples
+    assert handed_out(_node(3), samples, samples, False, "Distributed") == samples  # whole GPUs
+    mig = [_gpu("MIG-0", 0.8, "shop/nb", mig="3g.40gb"), _gpu("MIG-1", 0.0, mig="3g.40gb")]
+    assert handed_out(_node(2), mig, mig, False, "Distributed") == mig
+
+
+def test_a_new_pod_is_judged_beside_the_engines_of_the_gpu_it_gets() -> None:
+    """Distributed: the pod gets the empty GPU-1, where no engine can be harmed, and speculates. Judging
+    every free GPU (`Unknown`, and every decision before session 18) refuses any budget for the sake of
+    `nb`, which the pod never shares a GPU with."""
+    snap = _snapshot()
+    req, policies = request_for(_workload(), snap)
+    got = decide(req, snap, policies, NOW)
+    assert (got.state, got.node, got.neighbours) == ("Ready", "n1", [])
+    assert got.speculative.enabled and got.speculative.num_speculative_tokens > 0, got.message
+    unknown = decide(req, snap, _with_allocation(policies, "Unknown"), NOW)
+    assert (unknown.state, unknown.reason, unknown.speculative.enabled) == ("Ready", "NeighbourSlo", False)
+    assert [nb.pod for nb in unknown.neighbours] == ["nb"]
+
+
+def test_every_free_gpu_is_judged_where_the_plugin_choice_is_not_known() -> None:
+    """A workload admitted on the node whose pod has not started may take GPU-1 first; a pod that asks for
+    two GPUs takes one replica of each. Both are judged beside `nb`, and decided after the plain request
+    on the same snapshot (one memo), each gets its own answer."""
+    snap = _snapshot()
+    req, policies = request_for(_workload(), snap)
+    reserved = with_reservations(snap, [Reservation(namespace="other", name="r", node="n1", gpus=1)], [])
+    wide, _ = request_for(_workload(gpus_per_pod=2), snap)
+    order = ((req, snap), (req, reserved), (wide, snap), (req, snap))
+    answers = [decide(r, s, policies, NOW) for r, s in order]
+    assert [a.speculative.enabled for a in answers] == [True, False, False, True]
+    assert [a.reason for a in answers[1:3]] == ["NeighbourSlo", "NeighbourSlo"]
+    assert [[nb.pod for nb in a.neighbours] for a in answers] == [[], ["nb"], ["nb"], []]
+
+
+def test_drift_judges_the_gpu_the_workload_holds_not_the_one_a_new_pod_would_get() -> None:
+    """Admitted while `nb` was far inside its SLO, the workload runs on GPU-0 beside it; now `nb` runs
+    0.25 % inside its SLO. Without the workload's own pod GPU-1 has fewer pods, so a new pod would get
+    it; but the running one shares GPU-0 with `nb`, and its verdict must be drift (k → 0)."""
+    wl = _workload()
+    calm = _snapshot(nb_tpot=0.01)
+    req, policies = request_for(wl, calm)
+    admitted = decide(req, calm, _with_allocation(policies, "Unknown"), NOW)  # judged beside nb: k > 0
+    assert admitted.speculative.enabled and [nb.pod for nb in admitted.neighbours] == ["nb"]
+    record = SpeculationDecision.model_validate(speculation_decision_object(admitted, None))
+    result = evaluate_drift(wl, "ss", record, _snapshot(nb_tpot=0.0399, ours_on_gpu0=True), NOW)
+    assert result is not None and result.drifted, result and result.message
+    assert result.current_config == "" and "2 -> 0" in result.message, result.message  # speculation off
