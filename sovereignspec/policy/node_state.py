@@ -152,24 +152,21 @@ def handed_out(
     node: NodeInfo,
     samples: Sequence[GpuSample],
     free: Sequence[GpuSample],
-    unattributed: bool,
+    unattributed: Callable[[], bool],
     allocation: str,
-) -> list[GpuSample]:
+) -> Sequence[GpuSample]:
     """The GPUs among `free` a new one-GPU pod will run on: under `Distributed` allocation (the NVIDIA
     device plugin's default for time-slicing and MPS replicas) those with the fewest pods, all of them
-    when several tie (the plugin breaks ties). Every free GPU where the samples do not tell: `Unknown`
-    allocation, a GPU pod on the node that no sample names yet (`unattributed`), whole GPUs (a free one
-    carries no pod anyway), MIG instances."""
-    if (
-        allocation != "Distributed"
-        or unattributed
-        or not free
-        or replicas(node, samples) <= 1
-        or any(g.mig_profile for g in samples)
-    ):
-        return list(free)
+    when several tie (the plugin breaks ties). Every free GPU (`free` itself) where the samples do not
+    tell: `Unknown` allocation, whole GPUs (a free one carries no pod anyway), MIG instances, a GPU pod
+    on the node that no sample names yet (`unattributed()`, asked only when the choice would narrow)."""
+    if allocation != "Distributed" or len(free) < 2 or replicas(node, samples) <= 1:
+        return free
     least = min(len(g.pods) for g in free)
-    return [g for g in free if len(g.pods) == least]
+    on = [g for g in free if len(g.pods) == least]
+    if len(on) == len(free) or any(g.mig_profile for g in samples) or unattributed():
+        return free
+    return on
 
 
 def unattributed_gpu_pods(

@@ -94,13 +94,14 @@ def _with_allocation(policies: Policies, allocation: str) -> Policies:
 def test_the_plugin_hands_out_the_free_gpus_with_the_fewest_pods_or_any_when_that_is_unknown() -> None:
     busy, empty, other = _gpu("GPU-0", 0.8, "shop/nb"), _gpu("GPU-1", 0.0), _gpu("GPU-2", 0.5, "x/y")
     node, samples = _node(6), [busy, empty, other]
-    assert handed_out(node, samples, samples, False, "Distributed") == [empty]
-    assert handed_out(node, samples, [busy, other], False, "Distributed") == [busy, other]  # a tie: both
-    assert handed_out(node, samples, samples, True, "Distributed") == samples  # a pod no sample names
-    assert handed_out(node, samples, samples, False, "Unknown") == samples
-    assert handed_out(_node(3), samples, samples, False, "Distributed") == samples  # whole GPUs
+    known, unknown = (lambda: False), (lambda: True)
+    assert handed_out(node, samples, samples, known, "Distributed") == [empty]
+    assert handed_out(node, samples, [busy, other], known, "Distributed") == [busy, other]  # a tie: both
+    assert handed_out(node, samples, samples, unknown, "Distributed") == samples  # a pod no sample names
+    assert handed_out(node, samples, samples, known, "Unknown") == samples
+    assert handed_out(_node(3), samples, samples, known, "Distributed") == samples  # whole GPUs
     mig = [_gpu("MIG-0", 0.8, "shop/nb", mig="3g.40gb"), _gpu("MIG-1", 0.0, mig="3g.40gb")]
-    assert handed_out(_node(2), mig, mig, False, "Distributed") == mig
+    assert handed_out(_node(2), mig, mig, known, "Distributed") == mig
 
 
 def test_a_new_pod_is_judged_beside_the_engines_of_the_gpu_it_gets() -> None:

@@ -273,7 +273,7 @@ class Facts:
             )  # fmt: skip
             on: Sequence[GpuSample] = free
             if judged == "handed":
-                unknown = bool(unattributed_gpu_pods(node, view.samples, view.pods))
+                unknown = lambda: bool(unattributed_gpu_pods(node, view.samples, view.pods))  # noqa: E731
                 on = handed_out(node, view.samples, free, unknown, allocation)
             elif judged == "held":
                 on = [g for g in free if g.uuid in self.holding] or free
