@@ -8,6 +8,8 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from sovereignspec.api import meta
+from sovereignspec.model.workload import CheckEntry, PodSetAssignment, PodSetInfo, WorkloadInfo
 from sovereignspec.policy.budget import Evaluation, Groups, evaluate_groups, tables
 from sovereignspec.policy.conditions import neighbour_bounds
 from sovereignspec.policy.node_state import NodeInput
@@ -73,3 +75,26 @@ def set_overrides(sim: Simulator, overrides: Iterable[Override]) -> None:
     """Replace the simulator's metric overrides (what a scenario file's `overrides` sets)."""
     with sim.lock:
         sim.overrides = list(overrides)
+
+
+def eagle3_workload(slo_ms: int, expected_batch: int, gpus_per_pod: int = 1) -> WorkloadInfo:
+    """`bank-a/chat`: one interactive pod of llama-3.1-8b with an EAGLE-3 draft, quota reserved, our
+    check `ss` Pending (what the drift and neighbour unit tests decide for)."""
+    ann = {
+        meta.ANNOTATION_CLASS: "interactive",
+        meta.ANNOTATION_TARGET_MODEL: "llama-3.1-8b",
+        meta.ANNOTATION_DRAFT_MODEL: "eagle3-llama-3.1-8b",
+        meta.ANNOTATION_SPEC_METHOD: "eagle3",
+        meta.ANNOTATION_TPOT_SLO_MS: str(slo_ms),
+        meta.ANNOTATION_EXPECTED_BATCH: str(expected_batch),
+    }
+    return WorkloadInfo(
+        namespace="bank-a",
+        name="chat",
+        generation=1,
+        queue_name="lq",
+        quota_reserved=True,
+        pod_sets=[PodSetInfo(name="main", count=1, gpus_per_pod=gpus_per_pod, annotations=ann)],
+        assignments=[PodSetAssignment(name="main", flavors={"nvidia.com/gpu": "gpu"}, count=1)],
+        checks=[CheckEntry(name="ss", state="Pending")],
+    )

@@ -16,12 +16,13 @@ from sovereignspec.model.cluster import AdmissionCheckInfo, ClusterSnapshot, Nod
 from sovereignspec.model.profiles import DEFAULT_PROFILES
 from sovereignspec.model.steptime import StepCurve
 from sovereignspec.model.telemetry import EngineSample, GpuSample, PodRef, TelemetrySnapshot
-from sovereignspec.model.workload import CheckEntry, PodSetAssignment, PodSetInfo, WorkloadInfo
+from sovereignspec.model.workload import WorkloadInfo
 from sovereignspec.operator.drift import drift_condition
 from sovereignspec.policy.decide import decide
 from sovereignspec.policy.decision import DRIFT, speculation_decision_object
 from sovereignspec.policy.drift import evaluate_drift, k_at, others_load, own_share
 from sovereignspec.policy.request import request_for
+from tests.support import eagle3_workload
 
 NOW = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
 H100 = "NVIDIA-H100-80GB-HBM3"
@@ -29,24 +30,7 @@ BATCH = 64
 
 
 def _workload() -> WorkloadInfo:
-    ann = {
-        meta.ANNOTATION_CLASS: "interactive",
-        meta.ANNOTATION_TARGET_MODEL: "llama-3.1-8b",
-        meta.ANNOTATION_DRAFT_MODEL: "eagle3-llama-3.1-8b",
-        meta.ANNOTATION_SPEC_METHOD: "eagle3",
-        meta.ANNOTATION_TPOT_SLO_MS: "100",
-        meta.ANNOTATION_EXPECTED_BATCH: str(BATCH),
-    }
-    return WorkloadInfo(
-        namespace="bank-a",
-        name="chat",
-        generation=1,
-        queue_name="lq",
-        quota_reserved=True,
-        pod_sets=[PodSetInfo(name="main", count=1, gpus_per_pod=1, annotations=ann)],
-        assignments=[PodSetAssignment(name="main", flavors={"nvidia.com/gpu": "gpu"}, count=1)],
-        checks=[CheckEntry(name="ss", state="Pending")],
-    )
+    return eagle3_workload(100, BATCH)
 
 
 def _snapshot(running: bool, tensor: float, neighbour: bool = False) -> ClusterSnapshot:

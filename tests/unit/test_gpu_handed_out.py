@@ -15,13 +15,14 @@ from sovereignspec.api import meta
 from sovereignspec.api.speculation_decision import SpeculationDecision
 from sovereignspec.model.cluster import AdmissionCheckInfo, ClusterSnapshot, NodeInfo, PodInfo, Reservation
 from sovereignspec.model.telemetry import EngineSample, GpuSample, PodRef, TelemetrySnapshot
-from sovereignspec.model.workload import CheckEntry, PodSetAssignment, PodSetInfo, WorkloadInfo
+from sovereignspec.model.workload import WorkloadInfo
 from sovereignspec.policy.cache.index import with_reservations
 from sovereignspec.policy.decide import decide
 from sovereignspec.policy.decision import speculation_decision_object
 from sovereignspec.policy.drift import evaluate_drift
 from sovereignspec.policy.node_state import handed_out
 from sovereignspec.policy.request import Policies, request_for
+from tests.support import eagle3_workload
 
 NOW = datetime(2026, 12, 3, 8, 0, 0, tzinfo=UTC)
 H100 = "NVIDIA-H100-80GB-HBM3"
@@ -40,24 +41,7 @@ def _gpu(uuid: str, tensor: float, *pods: str, mig: str | None = None) -> GpuSam
 
 
 def _workload(gpus_per_pod: int = 1) -> WorkloadInfo:
-    ann = {
-        meta.ANNOTATION_CLASS: "interactive",
-        meta.ANNOTATION_TARGET_MODEL: "llama-3.1-8b",
-        meta.ANNOTATION_DRAFT_MODEL: "eagle3-llama-3.1-8b",
-        meta.ANNOTATION_SPEC_METHOD: "eagle3",
-        meta.ANNOTATION_TPOT_SLO_MS: "50",
-        meta.ANNOTATION_EXPECTED_BATCH: "4",
-    }
-    return WorkloadInfo(
-        namespace="bank-a",
-        name="chat",
-        generation=1,
-        queue_name="lq",
-        quota_reserved=True,
-        pod_sets=[PodSetInfo(name="main", count=1, gpus_per_pod=gpus_per_pod, annotations=ann)],
-        assignments=[PodSetAssignment(name="main", flavors={"nvidia.com/gpu": "gpu"}, count=1)],
-        checks=[CheckEntry(name="ss", state="Pending")],
-    )
+    return eagle3_workload(50, 4, gpus_per_pod)
 
 
 def _snapshot(nb_tpot: float = 0.0399, ours_on_gpu0: bool = False) -> ClusterSnapshot:
