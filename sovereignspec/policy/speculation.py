@@ -226,8 +226,9 @@ def _without_own_pods(
         memoised = spec.got[r]
         if c < 0 or at[c] < 0 or not isinstance(memoised, NodeInput):
             continue
-        nbs = facts.neighbours(cands.nodes[c], gpu.infos[r][0])
-        if nbs is not memoised.neighbours:
+        every = facts.neighbours(cands.nodes[c], gpu.infos[r][0], own=False)
+        nbs = every.without_workload(facts.wl.namespace, facts.wl.name)
+        if nbs is not every:  # its own pods are there (another workload of its namespace is not)
             own[int(at[c])] = nbs
     return own
 

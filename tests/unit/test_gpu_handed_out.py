@@ -130,3 +130,42 @@ def test_drift_judges_the_gpu_the_workload_holds_not_the_one_a_new_pod_would_get
     result = evaluate_drift(wl, "ss", record, _snapshot(nb_tpot=0.0399, ours_on_gpu0=True), NOW)
     assert result is not None and result.drifted, result and result.message
     assert result.current_config == "" and "2 -> 0" in result.message, result.message  # speculation off
+
+
+def _three_gpus(nb_namespace: str) -> ClusterSnapshot:
+    """Three H100s with three replicas each: `nb` alone on GPU-0 (the GPU a new pod gets), two other
+    engines on GPU-1 (a free replica left), GPU-2 full."""
+    names = {"nb": nb_namespace, "p1": "shop", "p2": "shop", "f1": "shop", "f2": "shop", "f3": "shop"}
+    pods = [
+        PodInfo(namespace=ns, name=n, node="n1", phase="Running", gpu_request=1,
+                annotations={meta.ANNOTATION_TPOT_SLO_MS: "100"})
+        for n, ns in names.items()
+    ]  # fmt: skip
+    engines = [EngineSample(namespace=ns, pod=n, tpot_seconds=0.05, running=16) for n, ns in names.items()]
+    gpus = [
+        _gpu("GPU-0", 0.3, f"{nb_namespace}/nb"),
+        _gpu("GPU-1", 0.3, "shop/p1", "shop/p2"),
+        _gpu("GPU-2", 0.3, "shop/f1", "shop/f2", "shop/f3"),
+    ]
+    return ClusterSnapshot.one_check(
+        AdmissionCheckInfo(name="ss", controller_name=meta.CONTROLLER_NAME),
+        ["bank-a", "shop"],
+        nodes=[_node(9)],
+        pods=pods,
+        telemetry=TelemetrySnapshot(time=NOW, gpus=gpus, engines=engines),
+    )
+
+
+def test_another_workload_of_the_same_namespace_is_a_neighbour_not_a_redecision() -> None:
+    """`nb` in the workload's own namespace is judged exactly as in another tenant's: on GPU-0, our arrival
+    charged. Treating a same-namespace engine as the workload's own old pod (as a first version of this
+    rule did, by object identity) re-evaluated the node on every free GPU without the arrival."""
+    answers = []
+    for ns in ("shop", "bank-a"):
+        snap = _three_gpus(ns)
+        req, policies = request_for(_workload(), snap)
+        answers.append(decide(req, snap, policies, NOW))
+    other, same = answers
+    assert [nb.pod for nb in other.neighbours] == [nb.pod for nb in same.neighbours] == ["nb"]
+    assert same.speculative.schedule == other.speculative.schedule
+    assert [nb.slowdown for nb in same.neighbours] == [nb.slowdown for nb in other.neighbours]
