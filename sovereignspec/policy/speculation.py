@@ -193,21 +193,31 @@ def evaluate_candidates(
     )
     evaluation = full.take(full_at[ev_c])
     at[ev_c] = np.arange(ev_c.size)
+    e_range = range_index(ranges, claims.expected_batch)
+
+    def judge_again(rows: dict[int, Neighbours], arriving: bool) -> None:
+        """Evaluate these rows again against the neighbours given for each."""
+        redo = np.asarray(sorted(rows), dtype=np.int64)
+        bound = neighbour_bounds_of(facts, [rows[int(e)] for e in redo])
+        gid = spec.gid[cands.at[ev_c[redo]]]
+        evaluation.put(redo, evaluate_groups(t, gid, bound, e_range, arriving=arriving))
+
+    # Our own old pods (a re-decision) are no neighbours, and their load is in the neighbours' TPOT
+    # already; elsewhere this request's pod may run beside other engines than a new one-GPU pod would.
     own = _without_own_pods(facts, cands, spec, gpu, at)
-    if own:  # our own old pods (a re-decision) are no neighbours, and their load is in the neighbours'
-        # TPOT already: evaluate those nodes again
-        redo = np.asarray(sorted(own), dtype=np.int64)
-        bound = neighbour_bounds_of(facts, [own[int(e)] for e in redo])
-        e_range = range_index(ranges, claims.expected_batch)
-        again = evaluate_groups(t, spec.gid[cands.at[ev_c[redo]]], bound, e_range, arriving=False)
-        evaluation.put(redo, again)
+    if own:
+        judge_again(own, arriving=False)
     apart = _judged_apart(facts, cands, spec, gpu, at, own)
-    if apart:  # this request's pod runs beside other engines than a new one-GPU pod would: judge those
-        redo = np.asarray(sorted(apart), dtype=np.int64)
-        bound = neighbour_bounds_of(facts, [apart[int(e)] for e in redo])
-        e_range = range_index(ranges, claims.expected_batch)
-        evaluation.put(redo, evaluate_groups(t, spec.gid[cands.at[ev_c[redo]]], bound, e_range))
+    if apart:
+        judge_again(apart, arriving=True)
     return Options(cands, gpu, spec, evaluation, at[cands.canon], {**own, **apart})
+
+
+def _candidate_of_row(cands: Candidates) -> IntArray:
+    """Static-filter row -> its candidate (-1: not a candidate)."""
+    cand_of = np.full(len(cands.rows.nodes), -1, dtype=np.int64)
+    cand_of[cands.at] = np.arange(len(cands.nodes))
+    return cand_of
 
 
 def _without_own_pods(
@@ -219,8 +229,7 @@ def _without_own_pods(
     own: dict[int, Neighbours] = {}
     if not mine:
         return own
-    cand_of = np.full(len(cands.rows.nodes), -1, dtype=np.int64)
-    cand_of[cands.at] = np.arange(len(cands.nodes))
+    cand_of = _candidate_of_row(cands)
     for r in mine:
         c = int(cand_of[r])
         memoised = spec.got[r]
@@ -253,16 +262,14 @@ def _judged_apart(
         rows = [r for n in reserved if (r := cands.rows.at.get(n)) is not None]
         if not rows:
             return {}
-        cand_of = np.full(len(cands.rows.nodes), -1, dtype=np.int64)
-        cand_of[cands.at] = np.arange(len(cands.nodes))
-        cs = np.asarray([c for c in cand_of[rows] if c >= 0 and at[c] >= 0], dtype=np.int64)
+        cs = np.asarray([c for c in _candidate_of_row(cands)[rows] if c >= 0 and at[c] >= 0], dtype=np.int64)
+    judged: Literal["free", "held"] = "held" if facts.holding else "free"
     out: dict[int, Neighbours] = {}
     for c in cs.tolist():
         i, r = int(at[c]), int(cands.at[c])
         memoised = spec.got[r]
         if i in own or not isinstance(memoised, NodeInput):
             continue
-        judged: Literal["free", "held"] = "held" if facts.holding else "free"
         nbs = facts.neighbours(cands.nodes[c], gpu.infos[r][0], judged=judged)
         if nbs is not memoised.neighbours:
             out[i] = nbs
