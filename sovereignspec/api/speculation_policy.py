@@ -192,7 +192,8 @@ class SpeculationPolicySpec(Model):
         default=True,
         description="Placement RelativeSpeedup (issue 16, adopted in session 15): a workload whose expected "
         "batch is above defaultExpectedBatch ranks the nodes where its pod would take an empty GPU after the "
-        "others when one of those predicts at least their decode rate S_real / t_u(B); under keepCapacity a "
+        "others when one of those predicts at least their decode rate S_real / t_u(B), and ranks the nodes "
+        "by that rate rather than S_real (session 19); under keepCapacity a "
         "smaller workload's band also holds the nodes predicting at least the S_real-best node's rate, and "
         "takes the smallest share of hardware first (unloaded plain step times engines per GPU) "
         "(docs/decision.md). False: the session-8 rules.",

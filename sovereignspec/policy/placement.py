@@ -14,10 +14,12 @@
 - `spareWholeGpus` (RelativeSpeedup; the default since session 15): a workload above
   defaultExpectedBatch ranks the nodes where its pod would take an empty GPU after the others when one
   of those predicts at least their decode rate S_real / t_u(B) (an idle slow card's higher relative
-  speed-up does not justify a whole GPU that a loaded fast one beats in tokens/s); in a small
-  workload's band the nodes predicting at least the S_real-best node's rate join it, and the hardware
-  key is the share of hardware the slot holds, the unloaded plain step times the engines per GPU (a
-  whole H100 costs more than a third of an H200) (docs/decision.md, issue 16 part 3).
+  speed-up does not justify a whole GPU that a loaded fast one beats in tokens/s), and within each part
+  by that predicted rate, not by S_real (since session 19: a large workload's tokens/s on a fast card
+  beat a slow card's higher relative speed-up; docs/decision.md, "Large workloads by predicted rate");
+  in a small workload's band the nodes predicting at least the S_real-best node's rate join it, and
+  the hardware key is the share of hardware the slot holds, the unloaded plain step times the engines
+  per GPU (a whole H100 costs more than a third of an H200) (docs/decision.md, issue 16 part 3).
 - Batch class under `batchClass: Model` (the default): a node where the pod gets an empty GPU, fastest
   hardware first (highest unloaded plain rate at the expected batch); else the most loaded node.
 - Plain (speculation off for the workload, or batch under `batchClass: Plain`): the most
@@ -99,7 +101,10 @@ def choose(facts: Facts, options: Options, speculating: bool, claims: Claims, ta
             order = _keep_capacity(facts, options, claims, key1, key2, name_rank)
             return Placement(order, order if tas else [order[0]], rate)
         elif facts.policy.spare_whole_gpus:
-            spared = _whole_gpu_dominated(facts, options, claims).astype(np.float64)
+            predicted = _predicted_rates(facts, options, claims)
+            spared = _whole_gpu_dominated(options, predicted).astype(np.float64)
+            if not small:
+                key1 = predicted
     else:
         key1, key2 = _plain_keys(options)
     order = np.lexsort((name_rank, -np.round(key2, 9), -np.round(key1, 9), spared)).tolist()
@@ -191,13 +196,14 @@ def _engines_per_gpu(facts: Facts, options: Options) -> FloatArray:
     return np.array([replicas(n, by_node.get(n.name, [])) for n in options.cands.nodes], dtype=np.float64)
 
 
-def _whole_gpu_dominated(facts: Facts, options: Options, claims: Claims) -> npt.NDArray[np.bool_]:
+def _whole_gpu_dominated(options: Options, predicted: FloatArray) -> npt.NDArray[np.bool_]:
     """Candidates where the pod would take an empty GPU while a candidate where it shares an occupied
-    one predicts at least their decode rate S_real / t_u(B) (all False without GPU telemetry)."""
+    one predicts at least their decode rate S_real / t_u(B) (`predicted`; all False without GPU
+    telemetry)."""
     empty = _gpu_flags(options)[0]
     if not empty.any() or empty.all():
         return np.zeros(len(empty), dtype=bool)
-    rate = np.round(_predicted_rates(facts, options, claims), 9)
+    rate = np.round(predicted, 9)
     best_shared = float(rate[~empty].max())
     return empty & (rate <= best_shared) & (best_shared > 0)
 

@@ -47,3 +47,17 @@ def test_a_small_workload_still_takes_the_slow_card_for_an_insignificant_gain() 
     )
     assert _decide(snap, "interactive", 4, spareWholeGpus=True).node == "r4090"
     assert _decide(snap, "interactive", 4, spareWholeGpus=False).node == "r4090"
+
+
+def test_a_large_workload_takes_the_card_with_the_higher_predicted_rate_not_the_higher_speedup() -> None:
+    """Session 19: on idle cards, S_real is highest where the plain step is slowest; a batch-61 workload
+    ranked by it went to an RTX 4090 at a third of the H100's tokens/s (random pools, docs/decision.md
+    "Large workloads by predicted rate"). Ranked by S_real / t_u(B), it takes the H200."""
+    idle = [(0.0, [])]
+    snap = _snapshot([("h100", H100, 2, idle * 2), ("h200", H200, 2, idle), ("r4090", RTX4090, 1, idle)])
+    for batch in (16, 61):
+        got = _decide(snap, "interactive", batch)
+        speedup = {c.node: c.predicted_speedup or 0.0 for c in got.candidates}
+        assert speedup["h100"] > speedup["h200"] > speedup["r4090"]  # the old key ranks h100 first
+        assert got.node == "h200" and got.speculative.enabled
+        assert [c.node for c in got.candidates] == ["h200", "h100", "r4090"]
