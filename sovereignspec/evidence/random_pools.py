@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from sovereignspec.evidence.pools import Pool
+from sovereignspec.evidence.pools import parse_pool
 
 # GPU type -> (a background engine's batch range, a subject's batch range): what one engine of that
 # card serves in the held-out pools.
@@ -128,7 +128,7 @@ def main() -> None:
     for i in range(args.count):
         name = f"random-{args.seed:03d}-{i:03d}"
         doc = random_pool(rng, name)
-        Pool.model_validate(doc)  # the schema's errors, before anything is written
+        parse_pool(doc, name)  # the schema's errors, one per line, before anything is written
         (args.out / f"{name}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     print(f"{args.count} pools in {args.out}")
 
