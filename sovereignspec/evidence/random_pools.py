@@ -53,8 +53,9 @@ def _draft(rng: np.random.Generator) -> dict[str, Any]:
     return {"a0": round(float(rng.uniform(0.6, 0.88)), 2), "decay": round(float(rng.uniform(0.9, 0.97)), 2)}
 
 
-def random_pool(rng: np.random.Generator, name: str) -> dict[str, Any]:
-    """One pool document (validated by the caller)."""
+def random_pool(rng: np.random.Generator, name: str, gap: float = 15.0) -> dict[str, Any]:
+    """One pool document (validated by the caller); subjects arrive about `gap` seconds apart (the same
+    draws for every gap: only the arrival times scale)."""
     horizon = int(rng.choice([420, 450, 480, 540, 600]))
     kinds = list(BATCHES)
     nodes: list[dict[str, Any]] = []
@@ -93,7 +94,7 @@ def random_pool(rng: np.random.Generator, name: str) -> dict[str, Any]:
         subject: dict[str, Any] = {
             "name": f"s-{s}",
             "tenant": str(rng.choice(["team-a", "team-b", "media"])),
-            "arrivalS": int(10 + 15 * s + rng.integers(0, 10)),
+            "arrivalS": int(10 + (15 * s + rng.integers(0, 10)) * gap / 15.0),
             "sloMs": int(rng.choice([250, 300])) if batch_class == "batch" else int(rng.integers(40, 101)),
             "load": _load(rng, float(batch), horizon),
         }
@@ -122,12 +123,21 @@ def main() -> None:
     ap.add_argument("out", type=Path)
     ap.add_argument("--count", type=int, default=40)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument(
+        "--arrival-gap",
+        type=float,
+        default=15.0,
+        help="seconds between subjects' arrivals (15; a burst, e.g. a rollout: 2); names get -gN when not 15",
+    )
     args = ap.parse_args()
+    if not 0 < args.arrival_gap <= 60:
+        ap.error("--arrival-gap must be in (0, 60]")
+    tag = "" if args.arrival_gap == 15.0 else f"-g{args.arrival_gap:g}"
     args.out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(args.seed)
     for i in range(args.count):
-        name = f"random-{args.seed:03d}-{i:03d}"
-        doc = random_pool(rng, name)
+        name = f"random-{args.seed:03d}{tag}-{i:03d}"
+        doc = random_pool(rng, name, args.arrival_gap)
         parse_pool(doc, name)  # the schema's errors, one per line, before anything is written
         (args.out / f"{name}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     print(f"{args.count} pools in {args.out}")

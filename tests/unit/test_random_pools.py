@@ -33,3 +33,24 @@ def test_every_subject_has_a_node_its_tenant_may_use() -> None:
         places = {n.get("jurisdiction", "KR") for n in doc["nodes"]}
         for s in doc["subjects"]:
             assert places & set(allowed[s["tenant"]]), yaml.safe_dump(s)
+
+
+def test_an_arrival_gap_scales_the_arrivals_and_nothing_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--arrival-gap 3` (a burst, as in a rollout) draws the same pools as the default 15 s with the
+    arrivals compressed: a rule is judged on bursts without a new draw of everything else."""
+    spread = random_pool(np.random.default_rng(5), "p")
+    burst = random_pool(np.random.default_rng(5), "p", gap=3.0)
+    assert [s["arrivalS"] for s in burst["subjects"]] == [
+        int(10 + (s["arrivalS"] - 10) * 3 / 15) for s in spread["subjects"]
+    ]
+    for s in (*spread["subjects"], *burst["subjects"]):
+        s.pop("arrivalS")
+    assert burst == spread
+    monkeypatch.setattr("sys.argv", ["random_pools", str(tmp_path), "--count", "1", "--arrival-gap", "3"])
+    main()
+    assert [p.name for p in tmp_path.iterdir()] == ["random-001-g3-000.yaml"]
+    monkeypatch.setattr("sys.argv", ["random_pools", str(tmp_path), "--arrival-gap", "0"])
+    with pytest.raises(SystemExit):
+        main()
