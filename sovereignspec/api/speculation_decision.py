@@ -120,7 +120,12 @@ class Candidate(Model):
     node: str
     predicted_speedup: float | None = None
     slack: float | None = None
-    load: float | None = Field(default=None, description="Other tenants' tensor load u, when known.")
+    load: float | None = Field(
+        default=None,
+        description="Other tenants' tensor load u, when known: the measured tensor-active, or, where the "
+        "measurement has not caught up with engines that started within its window, what the engines on "
+        "the GPU compute alone at their running (else claimed) batch.",
+    )
     k: int = 0
     free_gpus: int = 0
     predicted_rate: float | None = Field(

@@ -139,8 +139,10 @@ def snapshot(
     neighbours_visible: bool = True,
     acceptance_visible: bool = True,
 ) -> ClusterSnapshot:
-    """The cluster as the operator sees it; subjects' pods carry the decision annotation Kueue's
-    podSetUpdates put there (how the drift rule recognises a workload's own pods).
+    """The cluster as the operator sees it; pods carry their workload's claims (SLO, target model, the
+    expected batch when claimed), as Kueue's pods carry their template's annotations, and subjects' pods
+    the decision annotation Kueue's podSetUpdates put there (how the drift rule recognises a workload's
+    own pods).
 
     Information ablations: without `neighbours_visible` no pod claims an SLO and no engine sample is
     visible (`sovereignspec-neighbour-blind`): no co-located pod is SLO-bound, so decide()'s neighbour
@@ -161,6 +163,8 @@ def snapshot(
                 gpu_request=1, annotations={**({ANNOTATION_TPOT_SLO_MS: f"{eng.slo_ms:g}"}
                                                if neighbours_visible else {}),
                                             ANNOTATION_TARGET_MODEL: TARGET.name,
+                                            **({ANNOTATION_EXPECTED_BATCH: str(eng.expected_batch)}
+                                               if eng.expected_batch is not None else {}),
                                             **({ANNOTATION_DECISION: eng.name} if eng.subject else {})})
         for e, eng in enumerate(sc.engines) if sim.gpu_of[e] >= 0
     ]  # fmt: skip

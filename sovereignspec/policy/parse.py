@@ -25,6 +25,7 @@ from typing import Any
 
 from sovereignspec.api.meta import (
     ANNOTATION_DECISION,
+    ANNOTATION_EXPECTED_BATCH,
     ANNOTATION_TARGET_MODEL,
     ANNOTATION_TPOT_SLO_MS,
     LABEL_MANAGED_BY,
@@ -201,9 +202,10 @@ def parse_reservation(
 
 def recorded_claims(obj: Mapping[str, Any]) -> RecordedClaims | None:
     """What a SpeculationDecision recorded of its workload's claims at admission, as its pods count as
-    neighbours of later decisions: the SLO as decided (when the workload claimed one) and the target
-    model, valid on the nodes the decision placed the pods on. None when the operator did not write it
-    (label `app.kubernetes.io/managed-by`) or it records no inputs or no node."""
+    neighbours of later decisions: the SLO as decided (when the workload claimed one), the target
+    model and the expected batch as decided (an engine not measured yet is priced at it,
+    `unmeasured_load`), valid on the nodes the decision placed the pods on. None when the operator did
+    not write it (label `app.kubernetes.io/managed-by`) or it records no inputs or no node."""
     meta = obj.get("metadata")
     status = obj.get("status")
     if not isinstance(meta, Mapping) or not isinstance(status, Mapping):
@@ -230,6 +232,9 @@ def recorded_claims(obj: Mapping[str, Any]) -> RecordedClaims | None:
     target = inputs.get("targetModel")
     if isinstance(target, str) and target:
         claims[ANNOTATION_TARGET_MODEL] = target
+    batch = inputs.get("expectedBatch")
+    if isinstance(batch, int) and not isinstance(batch, bool) and batch > 0:
+        claims[ANNOTATION_EXPECTED_BATCH] = str(batch)
     return RecordedClaims(nodes=on, claims=claims)
 
 

@@ -21,6 +21,7 @@ SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
 SLO = "sovereignspec.io/tpot-slo-ms"
 TARGET = "sovereignspec.io/target-model"
 DECISION = "sovereignspec.io/decision"
+BATCH = "sovereignspec.io/expected-batch"
 
 
 def _record(
@@ -122,6 +123,17 @@ def test_recorded_claims_read_the_decision_inputs() -> None:
     broken = copy.deepcopy(_record())
     broken["status"]["inputs"] = "nonsense"
     assert recorded_claims(broken) is None
+
+
+def test_the_expected_batch_as_decided_is_recorded() -> None:
+    """An engine not measured yet is priced at its expected batch (`unmeasured_load`): as decided, not as
+    its pod says later."""
+    rec = _record()
+    rec["status"]["inputs"]["expectedBatch"] = 44
+    assert recorded_claims(rec).claims[BATCH] == "44"  # type: ignore[union-attr]
+    for bad in (0, -3, True, "44", 4.5):
+        rec["status"]["inputs"]["expectedBatch"] = bad
+        assert BATCH not in recorded_claims(rec).claims  # type: ignore[union-attr]
 
 
 def test_an_unclaimed_slo_stays_unclaimed_whatever_the_pod_says_later() -> None:

@@ -11,10 +11,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Literal, TypeVar, cast
 
+from sovereignspec.api.meta import ANNOTATION_EXPECTED_BATCH
 from sovereignspec.api.speculation_decision import Reason
 from sovereignspec.api.speculation_policy import AcceleratorProfile, BetaPrior, SpeculationPolicySpec
 from sovereignspec.model.acceptance import AcceptanceEstimate, estimate_acceptance
-from sovereignspec.model.cluster import ClusterSnapshot, NodeInfo
+from sovereignspec.model.cluster import ClusterSnapshot, NodeInfo, PodInfo
 from sovereignspec.model.profiles import ProfileBook, profile_book
 from sovereignspec.model.steptime import StepCurve
 from sovereignspec.model.telemetry import AcceptanceSample, GpuSample
@@ -24,10 +25,13 @@ from sovereignspec.policy.cache.keys import FactKey, Same, interned
 from sovereignspec.policy.cache.shared import ValueLru
 from sovereignspec.policy.claims import Claims, parse_slo_ms
 from sovereignspec.policy.node_state import (
+    TARGET_KEY,
     GpuInfo,
     Neighbours,
     NodeInput,
     NodeView,
+    claims_of,
+    gpu_product,
     gpu_state,
     handed_out,
     neighbour_inputs,
@@ -42,6 +46,7 @@ from sovereignspec.policy.sovereignty import (
     isolation_allows,
     rules_or_strict,
 )
+from sovereignspec.policy.unmeasured_load import busy_alone, with_unmeasured_load
 
 _T = TypeVar("_T")
 
@@ -102,6 +107,7 @@ class Facts:
         )
         self._book: ProfileBook | None = None
         self._nb_scope: tuple[object, ...] | None = None
+        self._ld_scope: tuple[object, ...] | None = None
 
     def memo(self, key: FactKey, build: Callable[[], _T]) -> _T:
         """`build()` kept on the index under `key`."""
@@ -130,7 +136,7 @@ class Facts:
         p = self.policy
         self._nb_scope = (
             Same(self.profiles()), p.default_tpot_slo_ms, p.unknown_neighbour_slack,
-            p.unknown_neighbour_margin, p.min_tpot_slo_ms, self.sov,
+            p.unknown_neighbour_margin, p.min_tpot_slo_ms, self.sov, p.default_expected_batch, p.max_batch,
         )  # fmt: skip
         return self._nb_scope
 
@@ -242,10 +248,51 @@ class Facts:
 
     # -- a node's GPUs and engines
 
+    def _load_scope(self) -> tuple[object, ...]:
+        """What `samples` reads of the policies: the profile book and the batch an engine is priced at."""
+        if self._ld_scope is None:
+            p = self.policy
+            self._ld_scope = (Same(self.profiles()), p.default_expected_batch, p.max_batch)
+        return self._ld_scope
+
+    def samples(self, node: NodeInfo) -> Sequence[GpuSample]:
+        """The node's GPU samples, loads raised to what their engines compute alone (`unmeasured_load`)."""
+        raw = self.idx.gpus_by_node.get(node.name, [])
+        if not raw:
+            return raw
+
+        def build() -> Sequence[GpuSample]:
+            product = gpu_product(node, raw)
+            known: dict[tuple[str, str | None, float | None], float | None] = self.memo(
+                FactKey("busy", scope=(*self._load_scope(), product)), dict
+            )  # a cluster has few (model, claimed batch, running) triples: computed once each
+            book, p = self.profiles(), self.policy
+
+            def busy(pod: PodInfo, running: float | None) -> float | None:
+                claims = claims_of(pod)
+                target = claims.get(TARGET_KEY)
+                if not target:
+                    return None
+                key = (
+                    target,
+                    None if running is not None else claims.get(ANNOTATION_EXPECTED_BATCH),
+                    running,
+                )
+                if key not in known:
+                    known[key] = busy_alone(
+                        claims, product, book, self.curve, p.default_expected_batch, p.max_batch, running
+                    )
+                return known[key]
+
+            return with_unmeasured_load(raw, self.idx.pod_by_key, self.idx.engine_by_pod, busy)
+
+        return self.memo(FactKey("samples", node.name, self._load_scope()), build)
+
     def gpu_state(self, node: NodeInfo) -> GpuInfo:
         agg = self.policy.slack_aggregation
-        samples = self.idx.gpus_by_node.get(node.name, [])
-        return self.memo(FactKey("gpu", node.name, (agg,)), lambda: gpu_state(node, samples, agg))
+        samples = self.samples(node)
+        key = FactKey("gpu", node.name, (agg, *self._load_scope()))
+        return self.memo(key, lambda: gpu_state(node, samples, agg))
 
     def neighbours(
         self,
@@ -268,7 +315,7 @@ class Facts:
 
         def build() -> Neighbours:
             view = NodeView(
-                node, idx.gpus_by_node.get(node.name, []), idx.pods_by_node.get(node.name, ()),
+                node, self.samples(node), idx.pods_by_node.get(node.name, ()),
                 idx.pod_by_key, idx.engine_by_pod,
             )  # fmt: skip
             on: Sequence[GpuSample] = free

@@ -49,7 +49,7 @@ class FactKey(NamedTuple):
 TELEMETRY_FREE = frozenset(
     {
         "static-filter", "batch-spec", "ns-rules", "slo-ms", "curves", "profiles", "estimate",
-        "pod-occupants", "isolation", "rows", "passed-lists",
+        "pod-occupants", "isolation", "rows", "passed-lists", "busy",
     }
 )  # fmt: skip
 """The kinds of facts that read no GPU or engine sample (nodes, pods, namespaces, policies, or values

@@ -1,0 +1,87 @@
+"""Load that runs on a GPU but is not measured yet.
+
+dcgm-exporter's tensor-active reaches the decision as an average over the telemetry window, a scrape or
+more late, and an engine's own vLLM metrics appear once it serves. For a window after a pod starts, its
+GPU reads (nearly) idle: the next workload of a burst was placed and budgeted as if the GPU were empty
+(docs/decision.md, "Load not measured yet").
+
+The rule: a GPU's load is at least what the LLM engines on it compute alone, g(B) / t(B) each by the
+GPU's profile (the compute share of a plain step), summed and capped at 1. B is the engine's running
+sequences when it reports them, else its claimed expected batch (on its decision's record or its pod),
+else the policy's defaultExpectedBatch. A pod counts as an LLM engine when it claims a target model; one
+that claims none, or whose profile is unknown, cannot be priced and adds nothing (its load shows in the
+measurement after the window, as before). A measured load above the floor stands: prefill, speculation
+and other tenants' work are in the measurement, not in the floor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
+
+from sovereignspec.api.meta import ANNOTATION_EXPECTED_BATCH
+from sovereignspec.model.cluster import PodInfo
+from sovereignspec.model.profiles import ProfileBook
+from sovereignspec.model.telemetry import EngineSample, GpuSample
+from sovereignspec.policy.node_state import TARGET_KEY, CurveOf
+
+BusyFraction = Callable[[PodInfo, float | None], float | None]
+"""A pod's predicted busy fraction alone on its GPU at `running` sequences (None: at its claimed batch),
+or None when it cannot be priced (`busy_alone` on the pod's claims)."""
+
+
+def with_unmeasured_load(
+    samples: Sequence[GpuSample],
+    pod_by_key: Mapping[tuple[str, str], PodInfo],
+    engine_by_pod: Mapping[tuple[str, str], EngineSample],
+    busy: BusyFraction,
+) -> Sequence[GpuSample]:
+    """The samples, each GPU's tensor-active raised to the floor its engines predict (the same list when
+    no GPU is below it; a GPU of unknown load stays unknown)."""
+    out: list[GpuSample] | None = None
+    for i, g in enumerate(samples):
+        if g.tensor_active is None or not g.pods:
+            continue
+        floor = 0.0
+        for ref in g.pods:
+            key = (ref.namespace, ref.name)
+            pod = pod_by_key.get(key)
+            if pod is None:
+                continue
+            engine = engine_by_pod.get(key)
+            running = None if engine is None or engine.running is None else max(float(engine.running), 1.0)
+            floor += busy(pod, running) or 0.0
+        floor = min(1.0, floor)
+        if floor > g.tensor_active:
+            if out is None:
+                out = list(samples)
+            out[i] = g.model_copy(update={"tensor_active": floor})
+    return samples if out is None else out
+
+
+def busy_alone(
+    claims: Mapping[str, str],
+    product: str | None,
+    book: ProfileBook,
+    curve_of: CurveOf,
+    default_batch: int,
+    max_batch: int,
+    running: float | None = None,
+) -> float | None:
+    """g(B) / t(B): the share of its GPU's time an engine alone computes at `running` sequences, or at its
+    claimed expected batch (else `default_batch`) before it reports; None for an engine whose claims
+    (`node_state.claims_of`) name no target model, or whose profile is unknown."""
+    target = claims.get(TARGET_KEY)
+    if not target:
+        return None
+    prof = book.find(product, target)
+    if prof is None:
+        return None
+    batch = float(default_batch)
+    raw = claims.get(ANNOTATION_EXPECTED_BATCH)
+    if raw is not None:
+        with contextlib.suppress(ValueError):  # a malformed claim: the default, as its own decision read it
+            batch = float(min(max(int(raw), 1), max_batch))
+    curve = curve_of(prof)
+    t = curve.t_scalar(batch if running is None else running)
+    return (t - curve.t0) / t

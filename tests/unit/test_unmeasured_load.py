@@ -1,0 +1,100 @@
+"""Load not measured yet (docs/decision.md, "Load not measured yet"): an engine that started within the
+telemetry window has not reached its GPU's windowed tensor-active, so the GPU reads idle. Its GPU's load
+is at least what the engines on it predict alone: from their reported running sequences, or, before an
+engine reports, from its claimed expected batch."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sovereignspec.api.speculation_policy import SpeculationPolicySpec
+from sovereignspec.model.cluster import PodInfo
+from sovereignspec.model.profiles import profile_book
+from sovereignspec.model.steptime import StepCurve
+from sovereignspec.model.telemetry import EngineSample, GpuSample, PodRef
+from sovereignspec.policy.node_state import claims_of
+from sovereignspec.policy.unmeasured_load import busy_alone, with_unmeasured_load
+from tests.unit.test_keep_capacity import H100, TARGET, _decide, _snapshot
+
+BOOK = profile_book(SpeculationPolicySpec())
+
+
+def _pod(name: str, **claims: str) -> PodInfo:
+    ann = {f"sovereignspec.io/{k.replace('_', '-')}": v for k, v in claims.items()}
+    return PodInfo(namespace="web", name=name, node="n", phase="Running", gpu_request=1, annotations=ann)
+
+
+def _busy(pod: PodInfo, running: float | None) -> float | None:
+    return busy_alone(claims_of(pod), H100, BOOK, StepCurve.from_profile, 8, 1024, running)
+
+
+def _gpu(u: float | None, *pods: str) -> GpuSample:
+    refs = [PodRef(namespace="web", name=p) for p in pods]
+    return GpuSample(node="n", uuid="g", tensor_active=u, pods=refs)
+
+
+def test_busy_fraction_is_the_compute_share_of_the_plain_step() -> None:
+    prof = BOOK.find(H100, TARGET)
+    assert prof is not None
+    curve = StepCurve.from_profile(prof)
+    pod = _pod("a", target_model=TARGET, expected_batch="44")
+    t = curve.t_scalar(44.0)
+    assert _busy(pod, None) == (t - curve.t0) / t
+    assert _busy(pod, 8.0) == _busy(_pod("b", target_model=TARGET), None)  # unclaimed: the default batch
+    assert (_busy(pod, 8.0) or 0) < (_busy(pod, 64.0) or 0) < 1
+    assert _busy(_pod("c"), None) is None  # no target model: not an engine that can be priced
+    assert _busy(_pod("d", target_model=TARGET, expected_batch="many"), None) == _busy(pod, 8.0)
+
+
+def test_an_engine_that_reports_before_its_load_is_in_the_window_floors_the_gpu_load() -> None:
+    pod = _pod("a", target_model=TARGET)
+    engines = {("web", "a"): EngineSample(namespace="web", pod="a", running=44.0)}
+    got = with_unmeasured_load([_gpu(0.02, "a")], {("web", "a"): pod}, engines, _busy)
+    assert got[0].tensor_active == _busy(pod, 44.0)
+    measured = [_gpu(0.9, "a")]  # once measured, the measurement stands
+    assert with_unmeasured_load(measured, {("web", "a"): pod}, engines, _busy) is measured
+
+
+def test_an_engine_that_does_not_report_yet_is_priced_at_its_claimed_batch() -> None:
+    pods = {("web", "a"): _pod("a", target_model=TARGET, expected_batch="44"), ("web", "b"): _pod("b")}
+    got = with_unmeasured_load([_gpu(0.0, "a", "b")], pods, {}, _busy)
+    assert got[0].tensor_active == _busy(pods[("web", "a")], None)
+    unknown = [_gpu(None, "a")]  # unknown load stays unknown: speculation is off there (I6)
+    assert with_unmeasured_load(unknown, pods, {}, _busy) is unknown
+
+
+@given(
+    st.floats(0.0, 1.0),
+    st.lists(st.tuples(st.integers(1, 512), st.booleans(), st.booleans()), max_size=6),
+)
+def test_the_load_is_the_measurement_or_the_engines_floor_never_past_one(
+    u: float, engines: list[tuple[int, bool, bool]]
+) -> None:
+    pods, samples, names = {}, {}, []
+    for i, (batch, priced, reports) in enumerate(engines):
+        name = f"p{i}"
+        names.append(name)
+        claims = {"target_model": TARGET, "expected_batch": str(batch)} if priced else {}
+        pods[("web", name)] = _pod(name, **claims)
+        if reports:
+            samples[("web", name)] = EngineSample(namespace="web", pod=name, running=float(batch))
+    got = with_unmeasured_load([_gpu(u, *names)], pods, samples, _busy)[0].tensor_active
+    floor = sum(_busy(p, samples[k].running if k in samples else None) or 0.0 for k, p in pods.items())
+    assert got == max(u, min(1.0, floor))
+
+
+def test_the_next_workload_of_a_burst_does_not_pile_onto_a_gpu_that_reads_idle() -> None:
+    """random-001-025, seed 1: s-3 (batch 44) started on a time-sliced H100 15 s before s-4 (batch 36)
+    arrived; the GPU still read idle, s-4 joined it and both lost a third of their rate."""
+    idle = [(0.0, [])]
+    started = [(0.0, [44])]  # reports 44 running sequences; its load is not in the window yet
+    snap = _snapshot([("busy", H100, 2, started), ("free", H100, 2, idle)])
+    pods = [p.model_copy(update={"annotations": {**p.annotations, "sovereignspec.io/target-model": TARGET}})
+            for p in snap.pods]  # fmt: skip
+    snap = snap.model_copy(update={"pods": pods})
+    got = _decide(snap, "interactive", 36)
+    assert got.node == "free"
+    load = {c.node: c.load for c in got.candidates}
+    assert load["free"] == 0.0 and load["busy"] == pytest.approx(_busy(pods[0], 44.0), abs=1e-6)
