@@ -106,6 +106,22 @@ def parse_slo_ms(
     return clamp_slo(v, rules, floor_ms), True
 
 
+def parse_expected_batch(raw: str | None, default: int, max_batch: int) -> tuple[int, bool]:
+    """(expected batch, well-formed?) from an annotation value: a positive integer, capped at
+    `max_batch`; a bad value gives the default."""
+    if raw is None:
+        return default, True
+    if len(raw) > MAX_VALUE_CHARS:
+        return default, False
+    try:
+        b = int(raw)
+    except ValueError:
+        return default, False
+    if b < 1:
+        return default, False
+    return min(b, max_batch), True
+
+
 def claim_annotations(wl: WorkloadInfo) -> Mapping[str, str]:
     """The annotations the workload claims through: those of its first GPU pod set that sets any."""
     gpu_sets = [ps for ps in wl.pod_sets if ps.gpus_per_pod > 0]
@@ -149,16 +165,10 @@ def read_claims(annotations: Mapping[str, str], policy: SpeculationPolicySpec, r
         message = f"TPOT SLO {shown(raw_slo)} ms raised to {whose} {slo} ms"
         notes.append(Reason(type=ReasonType.SLO_CLAMPED, message=message))
 
-    batch = policy.default_expected_batch
     raw_batch = too_long(ANNOTATION_EXPECTED_BATCH, MAX_VALUE_CHARS)
-    if raw_batch is not None:
-        try:
-            b = int(raw_batch)
-            if b < 1:
-                raise ValueError
-            batch = min(b, policy.max_batch)
-        except ValueError:
-            malformed(ANNOTATION_EXPECTED_BATCH, raw_batch, "must be a positive integer")
+    batch, ok = parse_expected_batch(raw_batch, policy.default_expected_batch, policy.max_batch)
+    if not ok and raw_batch is not None:
+        malformed(ANNOTATION_EXPECTED_BATCH, raw_batch, "must be a positive integer")
 
     method = too_long(ANNOTATION_SPEC_METHOD, MAX_VALUE_CHARS)
     draft = too_long(ANNOTATION_DRAFT_MODEL, MAX_MODEL_CHARS) or None

@@ -16,13 +16,13 @@ and other tenants' work are in the measurement, not in the floor.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Mapping, Sequence
 
 from sovereignspec.api.meta import ANNOTATION_EXPECTED_BATCH
 from sovereignspec.model.cluster import PodInfo
 from sovereignspec.model.profiles import ProfileBook
 from sovereignspec.model.telemetry import EngineSample, GpuSample
+from sovereignspec.policy.claims import parse_expected_batch
 from sovereignspec.policy.node_state import TARGET_KEY, CurveOf
 
 BusyFraction = Callable[[PodInfo, float | None], float | None]
@@ -77,11 +77,8 @@ def busy_alone(
     prof = book.find(product, target)
     if prof is None:
         return None
-    batch = float(default_batch)
-    raw = claims.get(ANNOTATION_EXPECTED_BATCH)
-    if raw is not None:
-        with contextlib.suppress(ValueError):  # a malformed claim: the default, as its own decision read it
-            batch = float(min(max(int(raw), 1), max_batch))
+    # as the engine's own decision read its claim (a malformed one: the default)
+    batch, _ = parse_expected_batch(claims.get(ANNOTATION_EXPECTED_BATCH), default_batch, max_batch)
     curve = curve_of(prof)
-    t = curve.t_scalar(batch if running is None else running)
+    t = curve.t_scalar(float(batch) if running is None else running)
     return (t - curve.t0) / t

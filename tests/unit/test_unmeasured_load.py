@@ -46,6 +46,8 @@ def test_busy_fraction_is_the_compute_share_of_the_plain_step() -> None:
     assert (_busy(pod, 8.0) or 0) < (_busy(pod, 64.0) or 0) < 1
     assert _busy(_pod("c"), None) is None  # no target model: not an engine that can be priced
     assert _busy(_pod("d", target_model=TARGET, expected_batch="many"), None) == _busy(pod, 8.0)
+    for bad in ("0", "-3", "9" * 100):  # read as the engine's own decision read it: the default
+        assert _busy(_pod("e", target_model=TARGET, expected_batch=bad), None) == _busy(pod, 8.0)
 
 
 def test_an_engine_that_reports_before_its_load_is_in_the_window_floors_the_gpu_load() -> None:

@@ -290,9 +290,8 @@ class Facts:
 
     def gpu_state(self, node: NodeInfo) -> GpuInfo:
         agg = self.policy.slack_aggregation
-        samples = self.samples(node)
         key = FactKey("gpu", node.name, (agg, *self._load_scope()))
-        return self.memo(key, lambda: gpu_state(node, samples, agg))
+        return self.memo(key, lambda: gpu_state(node, self.samples(node), agg))
 
     def neighbours(
         self,
