@@ -15,8 +15,14 @@ How the posterior is formed (DESIGN.md leaves the combination open):
   per-batch-size schedule draft different k over the window; m(alpha, k) is concave in k, so inverting
   at the mean k never overstates alpha. Rounding the mean down did: m could reach the rounded k and
   read as alpha = 1 (docs/decision.md, "Acceptance pooled over engines").
+- per-position counters count position i's trials right only when every draft proposed position i
+  (`full_length`: draft tokens = drafts x the positions reported). An engine on a per-batch-size schedule
+  drafts fewer tokens at larger batches; a draft cut at i - 1 then reads as a rejection at i, and the upper
+  conditional rates fall far below the truth (docs/decision.md, "Drafts cut by the schedule"). Such
+  counters go down the aggregate path, with the accepted total their sum.
 - several samples of one (target, draft, method) are pooled on their common positions
-  (`pool_samples`), the rule the telemetry join applies to a pair's pods.
+  (`pool_samples`), the rule the telemetry join applies to a pair's pods; when one of them is not full
+  length, the pool keeps only the totals.
 - the reported `alpha` is the pooled i.i.d. posterior quantile; it classifies the draft as weak.
 """
 
@@ -113,7 +119,7 @@ def estimate_acceptance(
     """Conservative acceptance curve: the `quantile` of the Beta posterior (see module docstring)."""
     a0, b0 = prior_params(prior)
     acc = [max(0.0, x) for x in sample.accepted_per_position] if sample is not None else []
-    if sample is not None and sample.drafts > 0 and acc:
+    if sample is not None and sample.drafts > 0 and acc and full_length(sample):
         drafts = sample.drafts
         trials = [drafts, *acc[:-1]]
         rates = []
@@ -124,44 +130,69 @@ def estimate_acceptance(
         s_all, n_all = sum(min(s, n) for s, n in zip(acc, trials, strict=True)), sum(trials)
         alpha = beta_quantile(quantile, a0 + s_all, b0 + max(n_all - s_all, 0.0))
         return AcceptanceEstimate("observed", alpha, drafts, extend_geometric(observed, k_max))
-    if (
-        sample is not None
-        and sample.drafts > 0
-        and sample.accepted is not None
-        and sample.draft_tokens >= sample.drafts
-    ):
+    total = _total(sample) if sample is not None else None
+    if sample is not None and total is not None and 0 < sample.drafts <= sample.draft_tokens:
         k_mean = sample.draft_tokens / sample.drafts
-        m = min(max(sample.accepted / sample.drafts, 0.0), k_mean)
+        m = min(max(total / sample.drafts, 0.0), k_mean)
         a_hat = alpha_from_mean_accepted(m, k_mean)
         n = sample.drafts * iid_expected_length(a_hat, k_mean - 1.0)  # trials: sum of a^i, i < k
-        s = min(sample.accepted, n)
+        s = min(total, n)
         alpha = beta_quantile(quantile, a0 + s, b0 + max(n - s, 0.0))
         return AcceptanceEstimate("aggregate", alpha, sample.drafts, iid_curve(alpha, k_max))
     alpha = beta_quantile(quantile, a0, b0)
     return AcceptanceEstimate("prior", alpha, 0.0, iid_curve(alpha, k_max))
 
 
+FULL_LENGTH_TOLERANCE = 0.01
+"""Draft tokens may fall this short of drafts x positions and still count as full length: Prometheus's
+increase() extrapolates each counter over the window on its own."""
+
+
+def full_length(sample: AcceptanceSample) -> bool:
+    """Whether every draft proposed every position the sample reports, so that the drafts that accepted
+    position i - 1 are the trials of position i. A sample without a draft-token count (0) is taken as full
+    length, as the telemetry join takes a missing count as drafts x k."""
+    width = len(sample.accepted_per_position)
+    if sample.draft_tokens <= 0 or width == 0:
+        return True
+    return sample.draft_tokens >= sample.drafts * width * (1.0 - FULL_LENGTH_TOLERANCE)
+
+
 def pool_samples(samples: Sequence[AcceptanceSample]) -> AcceptanceSample:
     """One pair's samples summed: drafts, draft tokens, and the per-position counts of the positions every
     sample reports (the shortest k), so that each position counts only drafts that could reach it; the
-    accepted total when every sample gives one (its own, or the sum of its per-position counts)."""
+    accepted total when every sample gives one (its own, or the sum of its per-position counts). When a
+    sample is not `full_length`, its upper positions' trials are unknown, and so are the pool's: the pool
+    keeps drafts, draft tokens and the accepted total only (the aggregate path)."""
     if not samples:
         raise ValueError("nothing to pool")
     first = samples[0]
     if len(samples) == 1:
         return first
-    width = min(len(a.accepted_per_position) for a in samples)
-    totals = [a.accepted if a.accepted is not None else _per_position_total(a) for a in samples]
+    totals = [_total(a) for a in samples]
+    full = all(full_length(a) for a in samples)
+    width = min(len(a.accepted_per_position) for a in samples) if full else 0
     return AcceptanceSample(
         target_model=first.target_model,
         draft_model=first.draft_model,
         method=first.method,
         drafts=sum(a.drafts for a in samples),
-        draft_tokens=sum(a.draft_tokens for a in samples),
+        draft_tokens=sum(_draft_tokens(a) for a in samples),
         accepted_per_position=[sum(a.accepted_per_position[i] for a in samples) for i in range(width)],
         accepted=None if any(t is None for t in totals) else sum(t for t in totals if t is not None),
     )
 
 
-def _per_position_total(sample: AcceptanceSample) -> float | None:
+def _total(sample: AcceptanceSample) -> float | None:
+    """Accepted tokens: the sample's total, else the sum over positions (each accepted token is counted at
+    exactly one position)."""
+    if sample.accepted is not None:
+        return sample.accepted
     return float(sum(sample.accepted_per_position)) if sample.accepted_per_position else None
+
+
+def _draft_tokens(sample: AcceptanceSample) -> float:
+    """The draft-token count, drafts x positions where the sample has none (full length)."""
+    if sample.draft_tokens > 0:
+        return sample.draft_tokens
+    return sample.drafts * len(sample.accepted_per_position)

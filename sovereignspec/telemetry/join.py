@@ -60,8 +60,9 @@ def join_acceptance(
             )
             for m in members
         ]
-        # Per-position counts only, as the queries give them: no accepted total is made up here.
-        out.append(pool_samples(samples).model_copy(update={"accepted": None}))
+        # The queries give per-position counts only; the pool's accepted total is their sum, which the
+        # aggregate path reads when some pod's drafts were cut short by its schedule.
+        out.append(pool_samples(samples))
     return out, gaps
 
 

@@ -97,3 +97,72 @@ def test_one_sample_pools_to_itself_and_none_is_an_error() -> None:
     assert pool_samples([one]) is one
     with pytest.raises(ValueError):
         pool_samples([])
+
+
+def cut(alpha: float, mix: dict[int, float]) -> AcceptanceSample:
+    """Exact expected per-position counters of one engine whose schedule drafted k tokens in `mix[k]` of
+    its drafts (i.i.d. alpha): position i counts only the drafts of k >= i, as vLLM's counters do."""
+    width = max(mix)
+    return AcceptanceSample(
+        target_model="t",
+        draft_model="d",
+        method="eagle3",
+        drafts=sum(mix.values()),
+        draft_tokens=sum(k * n for k, n in mix.items()),
+        accepted_per_position=[
+            sum(n for k, n in mix.items() if k >= i) * alpha**i for i in range(1, width + 1)
+        ],
+    )
+
+
+def test_drafts_the_schedule_cut_short_do_not_read_as_rejections() -> None:
+    # Three drafts in four at k=1 (a large batch), one at k=3: position 2 has 1M trials, not 3.2M. Read as
+    # 3.2M, its conditional rate was 0.2 and the decision alpha about 0.6, below the weak-draft threshold
+    # for a draft that accepts 0.8 (docs/decision.md, "Drafts cut by the schedule").
+    sample = cut(0.8, {1: 3 * MILLION, 3: MILLION})
+    assert sample.accepted is None
+    got = estimate_acceptance(PRIOR, sample, 8, 0.5)
+    assert got.source == "aggregate"
+    assert 0.75 < got.alpha <= 0.8 + 1e-4  # 0.771: the aggregate inversion's concavity bound
+    assert got.p[1] > 0.55  # position 2: 0.64 at the truth, 0.16 read position by position
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    alpha=st.floats(0.3, 0.97),
+    mix=st.dictionaries(st.integers(1, 8), st.floats(1.0, 10.0), min_size=1, max_size=4),
+)
+def test_per_position_counts_of_any_schedule_never_overstate_alpha(
+    alpha: float, mix: dict[int, float]
+) -> None:
+    sample = cut(alpha, {k: n * MILLION for k, n in mix.items()})
+    got = estimate_acceptance(PRIOR, sample, 8, 0.5)
+    assert got.alpha <= alpha + 1e-4
+    if len(mix) == 1:  # one k: every draft proposed every position, read position by position
+        assert got.source == "observed"
+        assert got.alpha == pytest.approx(alpha, abs=1e-3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(alpha=st.floats(0.3, 0.97), k=st.integers(1, 7), share=st.floats(0.1, 0.95))
+def test_a_schedule_between_two_neighbouring_k_reads_close_to_the_truth(
+    alpha: float, k: int, share: float
+) -> None:
+    # A batch that moves across one boundary of the schedule drafts k or k + 1; the inversion at the mean
+    # length then loses at most 0.016 (worse for lengths far apart, e.g. 0.10 for k = 1 and 8).
+    got = estimate_acceptance(PRIOR, cut(alpha, {k: share * MILLION, k + 1: (1 - share) * MILLION}), 8, 0.5)
+    assert got.source == "aggregate"
+    assert alpha - 0.02 < got.alpha <= alpha + 1e-4
+
+
+def test_a_pool_with_a_cut_sample_keeps_only_the_totals() -> None:
+    full, short = positions(0.8, 3, 2 * MILLION), cut(0.8, {1: MILLION, 3: MILLION})
+    pooled = pool_samples([full, short])
+    assert pooled.accepted_per_position == []
+    assert pooled.drafts == 4 * MILLION
+    assert pooled.draft_tokens == 6 * MILLION + 4 * MILLION
+    totals = sum(full.accepted_per_position) + sum(short.accepted_per_position)
+    assert pooled.accepted == pytest.approx(totals)
+    assert estimate_acceptance(PRIOR, pooled, 8, 0.5).alpha == pytest.approx(0.8, abs=0.02)
+    # Full-length samples of different widths still pool position by position.
+    assert len(pool_samples([full, positions(0.8, 2, MILLION)]).accepted_per_position) == 2
