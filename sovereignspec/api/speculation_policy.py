@@ -203,11 +203,11 @@ class SpeculationPolicySpec(Model):
         description="Which of a node's shared GPUs (time-slicing or MPS replicas) the device plugin hands "
         "a pod that asks for one: Distributed, the NVIDIA k8s-device-plugin's default "
         "(--shared-devices-allocation-policy=distributed), gives a replica of a GPU with the fewest "
-        "allocated replicas, and the neighbour condition judges the engines on those GPUs; Unknown judges "
-        "the engines on every GPU with a free replica (set it for a plugin configured to pack, or any "
-        "other). Either way every GPU with a free replica is judged while a bound pod is not yet in "
-        "dcgm-exporter's samples or an admitted pod has not started there, for a pod that asks for "
-        "several GPUs, and on MIG.",
+        "allocated replicas, and the neighbour condition judges the engines on those GPUs and the "
+        "predicted speed-up their load; Unknown judges every GPU with a free replica (set it for a plugin "
+        "configured to pack, or any other). Either way every GPU with a free replica is judged while a "
+        "bound pod is not yet in dcgm-exporter's samples, and on MIG; the neighbour condition judges them "
+        "all also while an admitted pod has not started there and for a pod that asks for several GPUs.",
     )
     batch_class: Literal["Model", "Plain"] = Field(
         default="Model",

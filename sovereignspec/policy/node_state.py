@@ -118,14 +118,21 @@ def replicas(node: NodeInfo, samples: Sequence[GpuSample]) -> int:
     return max(1, node.gpu_allocatable // len(samples)) if node.gpu_allocatable and samples else 1
 
 
-def gpu_state(node: NodeInfo, samples: Sequence[GpuSample], aggregation: str) -> GpuInfo:
-    """The node's GPUs with free capacity (all of them when none has), their load u aggregated by
-    `aggregation` (None when one is unknown) and their least free framebuffer (None when unknown)."""
+def gpu_state(
+    node: NodeInfo,
+    samples: Sequence[GpuSample],
+    aggregation: str,
+    judged: Callable[[list[GpuSample]], Sequence[GpuSample]] | None = None,
+) -> GpuInfo:
+    """The node's GPUs with free capacity (all of them when none has), the load u of those the pod will
+    run on (`judged(free)`, every free one without it) aggregated by `aggregation` (None when one is
+    unknown) and their least free framebuffer (None when unknown)."""
     if not samples:
         return NO_GPU_INFO
     per_gpu = replicas(node, samples)
     free = [g for g in samples if len(g.pods) < per_gpu] or list(samples)
-    loads = [g.tensor_active for g in free]
+    on = judged(free) if judged is not None else free
+    loads = [g.tensor_active for g in on]
     u: float | None
     if any(x is None for x in loads):
         u = None
@@ -138,7 +145,7 @@ def gpu_state(node: NodeInfo, samples: Sequence[GpuSample], aggregation: str) ->
             if aggregation == "max"
             else sum(vals) / len(vals)
         )
-    fbs = [g.fb_free_mib for g in free]
+    fbs = [g.fb_free_mib for g in on]
     fb = None if any(x is None for x in fbs) else min(float(x) for x in fbs if x is not None)
     return free, u, fb
 

@@ -16,7 +16,7 @@ from sovereignspec.api.speculation_decision import SpeculationDecision
 from sovereignspec.model.cluster import AdmissionCheckInfo, ClusterSnapshot, NodeInfo, PodInfo, Reservation
 from sovereignspec.model.telemetry import EngineSample, GpuSample, PodRef, TelemetrySnapshot
 from sovereignspec.model.workload import WorkloadInfo
-from sovereignspec.policy.cache.index import with_reservations
+from sovereignspec.policy.cache.index import carry_index, with_reservations
 from sovereignspec.policy.decide import decide
 from sovereignspec.policy.decision import speculation_decision_object
 from sovereignspec.policy.drift import evaluate_drift
@@ -169,3 +169,23 @@ def test_another_workload_of_the_same_namespace_is_a_neighbour_not_a_redecision(
     assert [nb.pod for nb in other.neighbours] == [nb.pod for nb in same.neighbours] == ["nb"]
     assert same.speculative.schedule == other.speculative.schedule
     assert [nb.slowdown for nb in same.neighbours] == [nb.slowdown for nb in other.neighbours]
+
+
+def test_the_speed_up_is_judged_at_the_load_of_the_gpu_the_pod_gets() -> None:
+    """Distributed: the pod gets the empty GPU-1, so its S_real is predicted at GPU-1's load (0), not at
+    GPU-0's 0.8 beside `nb` (docs/decision.md, "Our own load on the GPU we get"); `Unknown` judges every
+    free GPU, the most loaded (slackAggregation min) first; a GPU pod no sample names yet may sit on
+    GPU-1, so the same holds for it."""
+    snap = _snapshot(nb_tpot=0.01)
+    req, policies = request_for(_workload(), snap)
+    got = decide(req, snap, policies, NOW)
+    unknown = decide(req, snap, _with_allocation(policies, "Unknown"), NOW)
+    (ours,), (every,) = got.candidates, unknown.candidates
+    assert (ours.load, every.load) == (0.0, 0.8)
+    assert ours.predicted_speedup is not None and every.predicted_speedup is not None
+    assert ours.predicted_speedup > every.predicted_speedup
+    late = PodInfo(namespace="shop", name="late", node="n1", phase="Running", gpu_request=1)
+    unnamed = snap.model_copy(update={"pods": [*snap.pods, late]})
+    carry_index(unnamed, snap)  # as the operator's next snapshot: the node's facts are dropped
+    (still,) = decide(req, unnamed, policies, NOW).candidates
+    assert still.load == 0.8

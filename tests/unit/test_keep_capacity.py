@@ -172,8 +172,11 @@ def test_batch_class_model_takes_an_empty_gpu_on_the_fastest_hardware_and_may_sp
     assert new.node == "h100"  # an empty GPU on a100 and h100: the H100 is faster at batch 64
     assert new.speculative.enabled and "BatchClass" not in [r.type for r in new.reasons]
     old = _decide(_snapshot(BATCH), "batch", 64, batchClass="Plain")
-    assert old.node == "a100" and not old.speculative.enabled  # most loaded node, plain
+    # the most loaded GPU the pod gets, plain: on a100 the device plugin would hand it the empty GPU-1
+    assert old.node == "h200" and not old.speculative.enabled
     assert [r.type for r in old.reasons] == ["BatchClass"]
+    unknown = _decide(_snapshot(BATCH), "batch", 64, batchClass="Plain", sharedGpuAllocation="Unknown")
+    assert unknown.node == "a100"  # every free GPU judged: a100's loaded GPU-0
 
 
 def test_batch_class_model_packs_when_no_gpu_is_empty() -> None:
@@ -186,12 +189,17 @@ def _k_at(d: Decision, batch: int) -> int:
 
 
 def test_batch_class_model_judges_the_gpu_the_pod_gets() -> None:
-    """On an A100 node with a loaded GPU and an empty one, an interactive workload is judged on the node's
-    minimum slack (the loaded GPU, u 0.9); a batch one on the GPU the pod gets (the empty one): its
-    recorded load is that GPU's, and its draft budget is that GPU's, not the loaded one's."""
+    """On an A100 node with a loaded GPU and an empty one, where the device plugin's choice is not known
+    (`sharedGpuAllocation: Unknown`), an interactive workload is judged on the node's minimum slack (the
+    loaded GPU, u 0.9); a batch one on the GPU the pod gets (the least loaded, the empty one): its
+    recorded load is that GPU's, and its draft budget is that GPU's, not the loaded one's. Under the
+    plugin's default allocation both are judged on the empty GPU the plugin hands out."""
     nodes = [("a100", A100, 2, [(0.9, [96]), (0.0, [])])]
-    judged = _decide(_snapshot(nodes), "batch", 2)
-    as_interactive = _decide(_snapshot(nodes), "interactive", 2)
+    handed = [_decide(_snapshot(nodes), cls, 2) for cls in ("batch", "interactive")]
+    assert [[c.load for c in d.candidates] for d in handed] == [[0.0], [0.0]]
+    assert handed[0].speculative.schedule == handed[1].speculative.schedule
+    judged = _decide(_snapshot(nodes), "batch", 2, sharedGpuAllocation="Unknown")
+    as_interactive = _decide(_snapshot(nodes), "interactive", 2, sharedGpuAllocation="Unknown")
     assert judged.node == as_interactive.node == "a100"
     assert [c.load for c in judged.candidates] == [0.0] and [c.load for c in as_interactive.candidates] == [
         0.9

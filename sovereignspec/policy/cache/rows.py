@@ -200,4 +200,6 @@ def gpu_rows(facts: Facts, rows: Rows) -> GpuRows:
             empty[i], shared[i] = _gpu_flags(facts, rows.nodes[i], info)
         return GpuRows(infos, u, empty, shared)
 
-    return on_rows(facts, rows, FactKey("gpu", None, (facts.policy.slack_aggregation,)), (), build, patch)
+    policy = facts.policy
+    key = FactKey("gpu", None, (policy.slack_aggregation, policy.shared_gpu_allocation, facts.holding))
+    return on_rows(facts, rows, key, (), build, patch)
