@@ -10,6 +10,8 @@ count as soon as two engines reported different widths, which sent the decision 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -24,28 +26,33 @@ PRIOR = BetaPrior(mean=0.8, strength=20)
 MILLION = 1_000_000.0
 
 
-def aggregate(alpha: float, mix: dict[int, float]) -> AcceptanceSample:
-    """Exact expected aggregate counters of drafts of several lengths (k -> drafts) at i.i.d. alpha."""
+def counters(mix: dict[int, float], **accepted: Any) -> AcceptanceSample:
+    """One pair's counters over drafts of several lengths (k -> drafts), with the accepted counts given."""
     return AcceptanceSample(
         target_model="t",
         draft_model="d",
         method="eagle3",
         drafts=sum(mix.values()),
         draft_tokens=sum(k * n for k, n in mix.items()),
-        accepted=sum(n * mean_accepted_iid(alpha, k) for k, n in mix.items()),
+        **accepted,
     )
+
+
+def aggregate(alpha: float, mix: dict[int, float]) -> AcceptanceSample:
+    """Exact expected aggregate counters of drafts of several lengths (k -> drafts) at i.i.d. alpha."""
+    return counters(mix, accepted=sum(n * mean_accepted_iid(alpha, k) for k, n in mix.items()))
+
+
+def cut(alpha: float, mix: dict[int, float]) -> AcceptanceSample:
+    """Exact expected per-position counters of one engine whose schedule drafted k tokens in `mix[k]` of
+    its drafts (i.i.d. alpha): position i counts only the drafts of k >= i, as vLLM's counters do."""
+    per_position = [sum(n for k, n in mix.items() if k >= i) * alpha**i for i in range(1, max(mix) + 1)]
+    return counters(mix, accepted_per_position=per_position)
 
 
 def positions(alpha: float, k: int, drafts: float) -> AcceptanceSample:
     """Exact expected per-position counters of `drafts` drafts of k at i.i.d. alpha."""
-    return AcceptanceSample(
-        target_model="t",
-        draft_model="d",
-        method="eagle3",
-        drafts=drafts,
-        draft_tokens=k * drafts,
-        accepted_per_position=[drafts * alpha**i for i in range(1, k + 1)],
-    )
+    return cut(alpha, {k: drafts})
 
 
 def test_a_mean_draft_length_that_rounds_down_no_longer_reads_as_certain_acceptance() -> None:
@@ -97,22 +104,6 @@ def test_one_sample_pools_to_itself_and_none_is_an_error() -> None:
     assert pool_samples([one]) is one
     with pytest.raises(ValueError):
         pool_samples([])
-
-
-def cut(alpha: float, mix: dict[int, float]) -> AcceptanceSample:
-    """Exact expected per-position counters of one engine whose schedule drafted k tokens in `mix[k]` of
-    its drafts (i.i.d. alpha): position i counts only the drafts of k >= i, as vLLM's counters do."""
-    width = max(mix)
-    return AcceptanceSample(
-        target_model="t",
-        draft_model="d",
-        method="eagle3",
-        drafts=sum(mix.values()),
-        draft_tokens=sum(k * n for k, n in mix.items()),
-        accepted_per_position=[
-            sum(n for k, n in mix.items() if k >= i) * alpha**i for i in range(1, width + 1)
-        ],
-    )
 
 
 def test_drafts_the_schedule_cut_short_do_not_read_as_rejections() -> None:
