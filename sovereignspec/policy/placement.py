@@ -21,7 +21,9 @@
   the hardware key is the share of hardware the slot holds, the unloaded plain step times the engines
   per GPU (a whole H100 costs more than a third of an H200) (docs/decision.md, issue 16 part 3).
 - Batch class under `batchClass: Model` (the default): a node where the pod gets an empty GPU, fastest
-  hardware first (highest unloaded plain rate at the expected batch); else the most loaded node.
+  hardware first (highest unloaded plain rate at the expected batch); where no candidate has one, the
+  highest predicted plain rate B / t_u(B) on the GPU the pod gets (since session 21; before, the most
+  loaded node).
 - Plain (speculation off for the workload, or batch under `batchClass: Plain`): the most
   loaded node that fits (background tensor load u when known, else the allocated GPU fraction), then name.
 - Keys are compared rounded to 1e-9 so that float noise never breaks a tie the name should break.
@@ -212,9 +214,17 @@ def _batch_keys(
     facts: Facts, options: Options, claims: Claims, plain: tuple[FloatArray, FloatArray]
 ) -> tuple[FloatArray, FloatArray]:
     """Batch class under `batchClass: Model`: (the pod gets an empty GPU; there, the unloaded plain rate
-    B / (t0 + g(B)), fastest first; elsewhere the packing key, most loaded first)."""
+    B / (t0 + g(B)), fastest first; elsewhere the packing key, most loaded first). Where the pod gets no
+    empty GPU on any candidate, the predicted plain rate B / t_u(B) on the GPU it gets, highest first
+    (0 where unknown): packing a large batch job onto the most loaded GPU slows both it and the engine
+    there (docs/decision.md, "Batch work where no GPU is empty")."""
     empty = _gpu_flags(options)[0]
     key2 = plain[0].copy()
+    if not empty.any():
+        for c in range(len(key2)):
+            step = plain_step(facts, options.cands.nodes[c], claims, options.gpu_info(c))
+            key2[c] = claims.expected_batch / step if step else 0.0
+        return empty.astype(np.float64), key2
     for c in np.flatnonzero(empty).tolist():
         step = _unloaded_step(facts, options, claims, c)
         key2[c] = claims.expected_batch / step if step > 0 else 0.0

@@ -179,9 +179,14 @@ def test_batch_class_model_takes_an_empty_gpu_on_the_fastest_hardware_and_may_sp
     assert unknown.node == "a100"  # every free GPU judged: a100's loaded GPU-0
 
 
-def test_batch_class_model_packs_when_no_gpu_is_empty() -> None:
+def test_batch_class_model_takes_the_best_predicted_plain_rate_when_no_gpu_is_empty() -> None:
+    """No empty GPU anywhere: the H200 at load 0.5 predicts more tokens/s at batch 64 than the A100 at 0.8,
+    where packing onto the most loaded GPU (the rule before session 21) sent it."""
     nodes = [("a100", A100, 2, [(0.8, [64])]), ("h200", H200, 2, [(0.5, [32])])]
-    assert _decide(_snapshot(nodes), "batch", 64).node == "a100"
+    assert _decide(_snapshot(nodes), "batch", 64).node == "h200"
+    # a lightly loaded A100 against an H200 near saturation: the A100 predicts more
+    busy_h200 = [("a100", A100, 2, [(0.3, [64])]), ("h200", H200, 2, [(0.95, [32])])]
+    assert _decide(_snapshot(busy_h200), "batch", 64).node == "a100"
 
 
 def _k_at(d: Decision, batch: int) -> int:
