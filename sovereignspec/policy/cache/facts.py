@@ -289,18 +289,19 @@ class Facts:
         return self.memo(FactKey("samples", node.name, self._load_scope()), build)
 
     def gpu_state(self, node: NodeInfo) -> GpuInfo:
-        """The node's free GPUs, and the load and free memory of those the pod will run on: the ones the
-        device plugin hands a new pod (`handed_out`), or on a re-decision the ones its pods hold. S_real
-        is judged on the GPU the pod gets, as the neighbour condition is (docs/decision.md, "Our own
-        load on the GPU we get")."""
+        """The node's free GPUs, and the load and free memory of those a new pod will run on, the ones
+        the device plugin hands it (`handed_out`): S_real is judged on the GPU the pod gets, as the
+        neighbour condition is (docs/decision.md, "Our own load on the GPU we get"). A re-decision reads
+        every free GPU: its own GPU's load is taken out as its own (`drift.without_own_load`), so on a
+        whole GPU that GPU alone would never show a load that came after admission."""
         agg, allocation = self.policy.slack_aggregation, self.policy.shared_gpu_allocation
-        held = self.holding
-        key = FactKey("gpu", node.name, (agg, allocation, held, *self._load_scope()))
+        fresh = not self.holding
+        key = FactKey("gpu", node.name, (agg, allocation, fresh, *self._load_scope()))
 
         def judged(free: list[GpuSample]) -> Sequence[GpuSample]:
+            if not fresh:
+                return free
             samples = self.samples(node)
-            if held:
-                return [g for g in free if g.uuid in held] or free
             pods = self.idx.pods_by_node.get(node.name, ())
             unknown = lambda: bool(unattributed_gpu_pods(node, samples, pods))  # noqa: E731
             return handed_out(node, samples, free, unknown, allocation)

@@ -201,5 +201,5 @@ def gpu_rows(facts: Facts, rows: Rows) -> GpuRows:
         return GpuRows(infos, u, empty, shared)
 
     policy = facts.policy
-    key = FactKey("gpu", None, (policy.slack_aggregation, policy.shared_gpu_allocation, facts.holding))
+    key = FactKey("gpu", None, (policy.slack_aggregation, policy.shared_gpu_allocation, not facts.holding))
     return on_rows(facts, rows, key, (), build, patch)
