@@ -219,12 +219,13 @@ def _batch_keys(
     (0 where unknown): packing a large batch job onto the most loaded GPU slows both it and the engine
     there (docs/decision.md, "Batch work where no GPU is empty")."""
     empty = _gpu_flags(options)[0]
-    key2 = plain[0].copy()
     if not empty.any():
+        key2 = np.zeros(len(empty))
         for c in range(len(key2)):
             step = plain_step(facts, options.cands.nodes[c], claims, options.gpu_info(c))
             key2[c] = claims.expected_batch / step if step else 0.0
         return empty.astype(np.float64), key2
+    key2 = plain[0].copy()
     for c in np.flatnonzero(empty).tolist():
         step = _unloaded_step(facts, options, claims, c)
         key2[c] = claims.expected_batch / step if step > 0 else 0.0

@@ -298,15 +298,17 @@ class Facts:
         fresh = not self.holding
         key = FactKey("gpu", node.name, (agg, allocation, fresh, *self._load_scope()))
 
-        def judged(free: list[GpuSample]) -> Sequence[GpuSample]:
-            if not fresh:
-                return free
+        def build() -> GpuInfo:
             samples = self.samples(node)
+            if not fresh:
+                return gpu_state(node, samples, agg)
             pods = self.idx.pods_by_node.get(node.name, ())
             unknown = lambda: bool(unattributed_gpu_pods(node, samples, pods))  # noqa: E731
-            return handed_out(node, samples, free, unknown, allocation)
+            return gpu_state(
+                node, samples, agg, lambda free: handed_out(node, samples, free, unknown, allocation)
+            )
 
-        return self.memo(key, lambda: gpu_state(node, self.samples(node), agg, judged))
+        return self.memo(key, build)
 
     def neighbours(
         self,
