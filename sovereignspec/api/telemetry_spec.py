@@ -6,6 +6,8 @@ from pydantic import Field
 
 from sovereignspec.api.base import Model
 
+_DURATION = r"^[0-9]+[smh]$"
+
 
 class QueryOverrides(Model):
     """PromQL overriding the built-in default for each telemetry series (None = built-in default).
@@ -28,9 +30,17 @@ class QueryOverrides(Model):
 class TelemetrySpec(Model):
     """How the operator reads Prometheus, and when telemetry counts as missing."""
 
-    window: str = Field(default="2m", pattern=r"^[0-9]+[smh]$", description="Range for rates and smoothing.")
+    window: str = Field(default="2m", pattern=_DURATION, description="Range for rates and smoothing.")
     staleness_seconds: float = Field(default=120.0, gt=0, description="Older telemetry counts as missing.")
     query_timeout_seconds: float = Field(default=5.0, gt=0, le=60)
     cache_ttl_seconds: float = Field(default=15.0, ge=0, le=600)
     tpot_quantile: float = Field(default=0.9, gt=0, lt=1)
     queries: QueryOverrides = QueryOverrides()
+
+    @property
+    def window_seconds(self) -> float:
+        """`window` in seconds."""
+        return float(self.window[:-1]) * _UNIT_SECONDS[self.window[-1]]
+
+
+_UNIT_SECONDS = {"s": 1.0, "m": 60.0, "h": 3600.0}

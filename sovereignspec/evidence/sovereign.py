@@ -1,9 +1,11 @@
 """SovereignSpec in the simulator: the operator's objects, built from the simulator's *noisy, lagged*
 telemetry only, handed to the real `sovereignspec.policy.decide.decide()`.
 
-Telemetry the policy sees (what Prometheus would answer): DCGM tensor-active averaged over 30 s and
-15 s old, with noise; vLLM TPOT averaged over 60 s, 15 s old, with noise; `num_requests_running`
-15 s old; spec-decode counters summed over 120 s per engine (per-position up to the k the engine ran).
+Telemetry the policy sees (what Prometheus would answer to the policy's queries), 15 s old and over the
+policy's `telemetry.window` (default 2m), as every built-in query reads it: DCGM tensor-active averaged
+and vLLM TPOT averaged, each with noise, and spec-decode counters summed per engine (per-position up to
+the k the engine ran); `num_requests_running` 15 s old. Until session 22 the windows were fixed at 30 s,
+60 s and 120 s whatever the policy said (docs/evidence.md, "The telemetry window").
 By default the decision is made once, at admission, like the operator with reconfigureOnDrift off.
 With a policy that sets `reconfigureOnDrift: true` the simulator runs the operator's drift rule itself
 (`sovereignspec.policy.drift.evaluate_drift`, the function the operator's sweep calls): every
@@ -57,9 +59,6 @@ from sovereignspec.policy.request import AdmissionRequest, Policies
 
 EPOCH = datetime(2026, 11, 29, 10, 0, 0, tzinfo=UTC)
 LAG_S = 15.0
-GPU_WINDOW_S = 30.0
-TPOT_WINDOW_S = 60.0
-ACCEPT_WINDOW_S = 120.0
 GPU_NOISE = 0.03
 TPOT_NOISE = 0.03
 CHECK = "sovereignspec"
@@ -78,16 +77,20 @@ def calibrated_policy(reconfigure_on_drift: bool = False) -> SpeculationPolicySp
 
 
 def observe(
-    sim: Simulation, tick: int, *, engines_visible: bool = True, acceptance_visible: bool = True
+    sim: Simulation,
+    tick: int,
+    window_s: float,
+    *,
+    engines_visible: bool = True,
+    acceptance_visible: bool = True,
 ) -> TelemetrySnapshot:
-    """The telemetry snapshot Prometheus would give at `tick` (lagged, windowed, noisy). The ablations
-    hide the engines' vLLM samples (`engines_visible`) or the spec-decode counters (`acceptance_visible`)."""
+    """The telemetry snapshot Prometheus would give at `tick` (lagged, over `window_s`, noisy). The
+    ablations hide the engines' vLLM samples (`engines_visible`) or the spec-decode counters
+    (`acceptance_visible`)."""
     dt = sim.sc.dt_s
     rng = np.random.default_rng([sim.seed, 3, tick])
     ref = max(0, tick - round(LAG_S / dt))
-    w_gpu = slice(max(0, ref - round(GPU_WINDOW_S / dt) + 1), ref + 1)
-    w_tpot = slice(max(0, ref - round(TPOT_WINDOW_S / dt) + 1), ref + 1)
-    w_acc = slice(max(0, ref - round(ACCEPT_WINDOW_S / dt) + 1), ref + 1)
+    w_gpu = w_tpot = w_acc = slice(max(0, ref - max(1, round(window_s / dt)) + 1), ref + 1)
     placed = sim.placement[ref] if tick > 0 else sim.gpu_of
     gpus = []
     for j, g in enumerate(sim.gpus):
@@ -182,7 +185,11 @@ def snapshot(
         speculation_policies=[SpeculationPolicy(metadata=ObjectMeta(name="default"), spec=policy)],
         sovereignty_policies=sov,
         telemetry=observe(
-            sim, tick, engines_visible=neighbours_visible, acceptance_visible=acceptance_visible
+            sim,
+            tick,
+            policy.telemetry.window_seconds,
+            engines_visible=neighbours_visible,
+            acceptance_visible=acceptance_visible,
         ),
     )
 

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from sovereignspec.api.meta import ANNOTATION_TPOT_SLO_MS
+from sovereignspec.api.speculation_policy import SpeculationPolicySpec
 from sovereignspec.cli.main import main
 from sovereignspec.evidence import sovereign
 from sovereignspec.evidence.calibration import PUBLISHED, fit, out_of_sample
@@ -220,3 +221,25 @@ def test_the_c6_ablation_decides_on_the_same_snapshot_without_the_neighbour_cond
     assert blind_p.neighbour_condition and blind.telemetry is not None and not blind.telemetry.engines
     assert not any(ANNOTATION_TPOT_SLO_MS in p.annotations for p in blind.pods)
     assert fair_p == replace(ours_p, neighbour_condition=False, sovereignty=fair_p.sovereignty)
+
+
+def test_the_simulator_reads_the_policys_telemetry_window() -> None:
+    """decide() in the simulator sees what Prometheus answers to the policy's own queries: GPU load, TPOT
+    and acceptance counters over `telemetry.window` (fixed at 30/60/120 s before session 22, whatever the
+    policy said)."""
+    sc = standard_pool("mixed").scenario(("mps", 2e-3))
+    sim = simulate(sc, make_policy("always-on"), 1)
+    tick = sim.tensor.shape[0] - 1
+    ref = tick - round(sovereign.LAG_S / sc.dt_s)
+    short, long = (sovereign.observe(sim, tick, w) for w in (30.0, 300.0))
+    for j, (a, b) in enumerate(zip(short.gpus, long.gpus, strict=True)):
+        means = [sim.tensor[ref - round(w / sc.dt_s) + 1 : ref + 1, j].mean() for w in (30.0, 300.0)]
+        if 0.0 < a.tensor_active < 1.0 and 0.0 < b.tensor_active < 1.0:  # same noise draw, not clipped
+            assert a.tensor_active - b.tensor_active == pytest.approx(means[0] - means[1], abs=1e-9)
+    assert [g.tensor_active for g in short.gpus] != [g.tensor_active for g in long.gpus]
+    assert [a.drafts for a in short.acceptance] != [a.drafts for a in long.acceptance]
+    spec = SpeculationPolicySpec.model_validate({"telemetry": {"window": "30s"}})
+    assert sovereign.snapshot(sim, tick, spec).telemetry == short
+    assert sovereign.snapshot(sim, tick, SpeculationPolicySpec()).telemetry == sovereign.observe(
+        sim, tick, 120.0
+    )
