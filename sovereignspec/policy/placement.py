@@ -221,13 +221,19 @@ def _batch_keys(
     empty = _gpu_flags(options)[0]
     if not empty.any():
         key2 = np.zeros(len(empty))
-        for c in range(len(key2)):
-            step = plain_step(facts, options.cands.nodes[c], claims, options.gpu_info(c))
-            key2[c] = claims.expected_batch / step if step else 0.0
+        ev, at = options.evaluation, options.at
+        hit = at >= 0 if ev is not None else np.zeros(len(empty), dtype=bool)
+        if ev is not None and hit.any():  # the evaluation's plain step is t_u(B) on the same GPU
+            step = ev.step_expected[at[hit]]
+            key2[hit] = np.divide(claims.expected_batch, step, out=np.zeros(len(step)), where=step > 0)
+        for c in np.flatnonzero(~hit).tolist():
+            got = plain_step(facts, options.cands.nodes[c], claims, options.gpu_info(c))
+            key2[c] = claims.expected_batch / got if got else 0.0
         return empty.astype(np.float64), key2
     key2 = plain[0].copy()
+    evaluated = _unloaded_steps(options)
     for c in np.flatnonzero(empty).tolist():
-        step = _unloaded_step(facts, options, claims, c)
+        step = evaluated[c] if evaluated[c] > 0 else _unloaded_step(facts, options, claims, c)
         key2[c] = claims.expected_batch / step if step > 0 else 0.0
     return empty.astype(np.float64), key2
 

@@ -189,6 +189,45 @@ def test_batch_class_model_takes_the_best_predicted_plain_rate_when_no_gpu_is_em
     assert _decide(_snapshot(busy_h200), "batch", 64).node == "a100"
 
 
+@pytest.mark.parametrize(
+    "nodes",
+    [
+        [("a100", A100, 2, [(0.8, [64])]), ("h200", H200, 2, [(0.5, [32])]), ("h100", H100, 1, [(0.2, [8])])],
+        [("a100", A100, 2, [(0.8, [64]), (0.0, [])]), ("h200", H200, 2, []), ("r", RTX4090, 1, [(0.0, [])])],
+    ],
+    ids=["no-empty-gpu", "empty-gpus"],
+)
+def test_batch_keys_read_the_evaluations_steps_as_the_per_node_model_does(
+    nodes: list[tuple[str, str, int, list[Gpu]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch keys take the evaluated nodes' plain steps from the evaluation (one vectorised read: the
+    per-candidate model call cost a batch decision ~5 ms at 500 nodes, docs/scale.md session 22); they
+    must equal B / t_u(B) and B / (t0 + g(B)) from the per-node model on every candidate."""
+    from sovereignspec.policy import placement
+
+    seen: list[tuple[np.ndarray, np.ndarray]] = []
+    real = placement._batch_keys
+
+    def spy(facts, options, claims, plain):  # type: ignore[no-untyped-def]
+        keys = real(facts, options, claims, plain)
+        empty = placement._gpu_flags(options)[0]
+        ref = plain[0].copy()
+        for c in range(len(ref)):
+            if empty[c]:
+                step = placement._unloaded_step(facts, options, claims, c)
+            elif not empty.any():
+                step = placement.plain_step(facts, options.cands.nodes[c], claims, options.gpu_info(c)) or 0.0
+            else:
+                continue
+            ref[c] = claims.expected_batch / step if step > 0 else 0.0
+        seen.append((keys[1], ref))
+        return keys
+
+    monkeypatch.setattr(placement, "_batch_keys", spy)
+    _decide(_snapshot(nodes), "batch", 64)
+    assert seen and all(np.allclose(got, ref, rtol=1e-12, atol=0.0) for got, ref in seen)
+
+
 def _k_at(d: Decision, batch: int) -> int:
     return next((k for lo, hi, k in d.speculative.schedule if lo <= batch <= hi), 0)
 
