@@ -220,21 +220,14 @@ def _batch_keys(
     there (docs/decision.md, "Batch work where no GPU is empty")."""
     empty = _gpu_flags(options)[0]
     if not empty.any():
-        key2 = np.zeros(len(empty))
-        ev, at = options.evaluation, options.at
-        hit = at >= 0 if ev is not None else np.zeros(len(empty), dtype=bool)
-        if ev is not None and hit.any():  # the evaluation's plain step is t_u(B) on the same GPU
-            step = ev.step_expected[at[hit]]
-            key2[hit] = np.divide(claims.expected_batch, step, out=np.zeros(len(step)), where=step > 0)
-        for c in np.flatnonzero(~hit).tolist():
-            got = plain_step(facts, options.cands.nodes[c], claims, options.gpu_info(c))
-            key2[c] = claims.expected_batch / got if got else 0.0
+        step = _plain_steps(facts, options, claims)
+        key2 = np.divide(claims.expected_batch, step, out=np.zeros(len(step)), where=step > 0)
         return empty.astype(np.float64), key2
     key2 = plain[0].copy()
     evaluated = _unloaded_steps(options)
     for c in np.flatnonzero(empty).tolist():
-        step = evaluated[c] if evaluated[c] > 0 else _unloaded_step(facts, options, claims, c)
-        key2[c] = claims.expected_batch / step if step > 0 else 0.0
+        unloaded = evaluated[c] if evaluated[c] > 0 else _unloaded_step(facts, options, claims, c)
+        key2[c] = claims.expected_batch / unloaded if unloaded > 0 else 0.0
     return empty.astype(np.float64), key2
 
 
@@ -242,16 +235,25 @@ def _predicted_rates(facts: Facts, options: Options, claims: Claims) -> FloatArr
     """Placement Throughput's key: decode tokens/s per sequence at the expected batch, S_real(k*, B) /
     t_u(B). Evaluated nodes in one vectorised step; a node where speculation is off (no draft memory,
     ...) runs plain, S = 1, at 1 / t_u(B) when its profile and load are known; otherwise 0 (last)."""
-    cands, ev, at = options.cands, options.evaluation, options.at
-    hit = at >= 0
-    rate = np.zeros(len(cands.nodes))
-    if ev is not None and hit.any():
-        rate[hit] = ev.speedup_expected[at[hit]] / ev.step_expected[at[hit]]
-    for i in np.nonzero(~hit)[0].tolist():
-        step = plain_step(facts, cands.nodes[i], claims, options.gpu_info(i))
-        if step is not None and step > 0:
-            rate[i] = 1.0 / step
+    ev, at = options.evaluation, options.at
+    step = _plain_steps(facts, options, claims)
+    rate = np.divide(1.0, step, out=np.zeros(len(step)), where=step > 0)
+    if ev is not None and (hit := at >= 0).any():
+        rate[hit] = ev.speedup_expected[at[hit]] / step[hit]
     return rate
+
+
+def _plain_steps(facts: Facts, options: Options, claims: Claims) -> FloatArray:
+    """t_u(B) at the expected batch on the GPU the pod gets, per candidate (0 where unknown): the
+    evaluation's plain step where the node was evaluated (one vectorised read), the model elsewhere."""
+    ev, at = options.evaluation, options.at
+    step = np.zeros(len(options.cands.nodes))
+    hit = at >= 0
+    if ev is not None and hit.any():
+        step[hit] = ev.step_expected[at[hit]]
+    for c in np.flatnonzero(~hit).tolist():
+        step[c] = plain_step(facts, options.cands.nodes[c], claims, options.gpu_info(c)) or 0.0
+    return step
 
 
 def plain_step(facts: Facts, node: NodeInfo, claims: Claims, info: GpuInfo) -> float | None:
