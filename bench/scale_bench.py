@@ -732,6 +732,7 @@ def main() -> int:
                 "req": 0.0,
                 "events": 0.0,
                 "gc": 0.0,
+                "drift": 0.0,
                 "wall": 0.0,
             },
             "check": {
@@ -742,6 +743,7 @@ def main() -> int:
                 "req": 0.0,
                 "events": 0.0,
                 "gc": 0.0,
+                "drift": 0.0,
                 "wall": 0.0,
             },
         }
@@ -770,6 +772,7 @@ def main() -> int:
                 r_a = ident.requests()  # kubectl reads the API server's metrics: before the CPU sample
                 m_a = op.metrics()
                 e_a, g_a = watch_events(m_a), metric_sum(m_a, GC_SECONDS)
+                d_a = sum(drift_cpu(m_a).values())
                 c_a = proc_cpu_seconds(op.proc.pid)
                 t_submit = time.monotonic()
                 submit(a["ns"], a["prefix"], submitted, n)
@@ -782,6 +785,7 @@ def main() -> int:
                 m_b = op.metrics()
                 e_b = watch_events(m_b)
                 a["gc"] += metric_sum(m_b, GC_SECONDS) - g_a
+                a["drift"] += sum(drift_cpu(m_b).values()) - d_a
                 a["req"] += ident.requests() - r_a
                 a["events"] += sum(e_b.values()) - sum(e_a.values())
                 if name == "check":
@@ -1011,6 +1015,8 @@ def main() -> int:
             # Share of the operator's CPU in the garbage collector: the check bursts, the idle window.
             "gcShareCheckBursts": round(arm["check"]["gc"] / cpu_s, 3) if cpu_s > 0 else None,
             "gcShareIdle": round(idle["gc"] / idle["cpu"], 3) if idle["cpu"] > 0 else None,
+            # Share of the operator's CPU in the check bursts that the drift sweep's own thread took.
+            "driftShareCheckBursts": round(arm["check"]["drift"] / cpu_s, 3) if cpu_s > 0 else None,
             # Share of all decisions made on a node without GPU telemetry (should be about 0).
             "noNodeTelemetryShare": round(no_telemetry / all_decided, 3) if all_decided else None,
         }
@@ -1166,6 +1172,10 @@ def main() -> int:
             f"over {idle['drift']:.0f} evaluations, per evaluation "
             + ", ".join(f"{k} {v:.2f} ms" for k, v in per_eval.items())
             + f" (total {sum(per_eval.values()):.2f} ms)"
+        )
+        print(
+            f"drift sweep in the bursts: {arm['check']['drift']:.2f} of {cpu_s:.1f} CPU-seconds in the check "
+            f"arm's, {arm['alone']['drift']:.2f} of {arm['alone']['cpu']:.1f} in the Kueue-alone arm's"
         )
         gc_pct = 100 * arm["check"]["gc"] / cpu_s if cpu_s > 0 else float("nan")
         print(

@@ -224,7 +224,12 @@ class Controller:
             "drift sweep over %d decisions, %d holding workloads", len(views.decisions), len(views.holding)
         )
         st = self.settings
-        pace = SweepPace(st.drift_cpu_share, floor=st.drift_idle_share)
+        pace = SweepPace(
+            st.drift_cpu_share,
+            floor=st.drift_idle_share,
+            busy_share=st.drift_busy_share,
+            answering=self.answering,
+        )
         decisions = {_key_of(raw): raw for raw in views.decisions}
         for key in list(decisions):
             # One decision at a time, paced to a share of the operator's CPU (drift.SweepPace): a sweep
@@ -307,6 +312,10 @@ class Controller:
                 continue
             DRIFT_CHECKS.labels(outcome=outcome).inc()
         DRIFT_GAUGE.set(drifted)
+
+    def answering(self) -> bool:
+        """An admission check is being answered: a decision or its write is in flight."""
+        return bool(self._busy)
 
     @staticmethod
     def _admitted_now(

@@ -44,6 +44,13 @@ class SweepPace:
     the `floor` (of wall time) lets a sweep end when nothing else runs. Either way the same work is
     spread out, admissions do not queue behind a burst of evaluations, and a sweep longer than the
     drift interval delays the next one, so its cost per unit of time falls with its pace.
+
+    Admissions come first: while `answering()` says an admission check is being answered (a decision
+    or its write in flight), the sweep keeps under `busy_share` of the operator's CPU, and that wall
+    time does not count toward the floor (no credit to spend in a burst of evaluations afterwards).
+    Under Kueue's pace the operator spends a small share of a core on decisions, so the floor (not the
+    CPU share) set the sweep's cost in an admission burst: about a tenth of the operator's CPU
+    (docs/scale.md, session 23).
     """
 
     POLL = 0.25
@@ -54,15 +61,22 @@ class SweepPace:
         share: float,
         *,
         floor: float = 0.0,
+        busy_share: float | None = None,
+        answering: Callable[[], bool] = lambda: False,
         cpu: Callable[[], float] = time.thread_time,
         process_cpu: Callable[[], float] = time.process_time,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.share, self.floor = share, min(floor, share)
+        self.busy_share = share if busy_share is None else min(busy_share, share)
+        self._answering = answering
         self._cpu, self._process_cpu, self._clock = cpu, process_cpu, clock
-        self.started = clock()
+        self.started = self._last = clock()
         self._process_started = process_cpu()
         self.spent = 0.0
+        self.idle_elapsed = 0.0
+        """Wall time since the sweep began while no admission check was being answered."""
+        self._was_busy = answering()
         self._mark: float | None = None
 
     def delay(self) -> float:
@@ -71,10 +85,16 @@ class SweepPace:
         if self._mark is not None:
             self.spent += now_cpu - self._mark
             self._mark = None
-        if self.share >= 1 or self.spent <= self.share * (self._process_cpu() - self._process_started):
+        now, busy = self._clock(), self._answering()
+        if not self._was_busy:
+            self.idle_elapsed += now - self._last
+        self._last, self._was_busy = now, busy
+        share = self.busy_share if busy else self.share
+        if share >= 1 or self.spent <= share * (self._process_cpu() - self._process_started):
             return 0.0
-        elapsed = self._clock() - self.started
-        by_wall = self.spent / self.floor - elapsed if self.floor > 0 else math.inf
+        if busy:
+            return self.POLL
+        by_wall = self.spent / self.floor - self.idle_elapsed if self.floor > 0 else math.inf
         return max(0.0, min(by_wall, self.POLL))
 
     def resume(self) -> None:

@@ -49,6 +49,12 @@ class OperatorSettings(BaseSettings):
         "is otherwise idle (capped by drift_cpu_share): at about 1.2 ms per admitted workload, a sweep "
         "over 1,000 takes a minute then.",
     )
+    drift_busy_share: Share = Field(
+        default=0.02,
+        description="Most of the operator's own CPU a drift sweep may take while an admission check is "
+        "being answered (a decision or its write in flight); drift_idle_share's wall-time floor counts "
+        "only the time when none is: admissions come first (capped by drift_cpu_share).",
+    )
     drift_message_refresh_seconds: Seconds = Field(
         default=300.0,
         description="Least seconds between two rewrites of a Drift=False (NoDrift) condition whose "

@@ -196,6 +196,46 @@ def test_sweep_pace_keeps_a_share_of_the_operators_cpu() -> None:
     assert unpaced.delay() == 0.0
 
 
+def test_sweep_pace_yields_to_admissions() -> None:
+    """While an admission check is being answered the sweep keeps under busy_share of the operator's CPU
+    and that wall time earns the floor nothing; when answering stops, the floor counts idle time only."""
+    sweep, proc, wall, answering = [0.0], [0.0], [100.0], [True]
+    pace = SweepPace(
+        0.1, floor=0.02, busy_share=0.02, answering=lambda: answering[0],
+        cpu=lambda: sweep[0], process_cpu=lambda: proc[0], clock=lambda: wall[0],
+    )  # fmt: skip
+    pace.resume()
+    sweep[0] += 0.01
+    proc[0] += 0.01 + 0.49  # 10 ms of the operator's 500 ms: within 2 %
+    wall[0] += 5.0
+    assert pace.delay() == 0.0
+    pace.resume()
+    sweep[0] += 0.01
+    proc[0] += 0.01 + 0.04  # 20 ms of 550 ms: above 2 %, though within the idle share (10 %) ...
+    wall[0] += 5.0  # ... and far below the wall floor's 2 % of 10 s
+    assert pace.delay() == SweepPace.POLL  # waits for the decisions' CPU
+    proc[0] += 0.45  # 20 ms of 1 s
+    assert pace.delay() == 0.0
+    pace.resume()
+    sweep[0] += 0.01  # 30 ms of 1.01 s: over the busy share again
+    proc[0] += 0.01
+    assert pace.delay() == SweepPace.POLL
+    answering[0] = False  # the burst is over: 30 ms of 1.01 s is within the idle CPU share (10 %)
+    assert pace.delay() == 0.0
+    pace.resume()
+    sweep[0] += 0.1
+    proc[0] += 0.1  # 130 ms of 1.11 s: above 10 %, so the floor paces it ...
+    assert pace.delay() == SweepPace.POLL  # ... and the burst's 10 s of wall time earned it nothing
+    wall[0] += 6.25
+    assert abs(pace.delay() - 0.25) < 1e-9  # 130 ms needs 6.5 s of idle wall time at 2 %
+    wall[0] += 0.25
+    assert pace.delay() == 0.0
+    assert abs(pace.spent - 0.13) < 1e-9 and abs(pace.idle_elapsed - 6.5) < 1e-9
+
+    capped = SweepPace(0.05, floor=0.02, busy_share=0.5)
+    assert capped.busy_share == 0.05  # never above the CPU share
+
+
 def test_indexed_bodies_leave_out_managed_fields_and_keep_the_rest() -> None:
     from sovereignspec.operator.handlers import _lean
 
