@@ -78,6 +78,12 @@ T = TypeVar("T")
 _DRIFT_VIEWS, _DRIFT_PARSE, _DRIFT_EVALUATE = (DRIFT_CPU.labels(stage=s) for s in DRIFT_STAGES)
 
 
+ANSWERING_HOLD_S = 1.0
+"""Seconds after an answer that the drift sweep still yields to admissions (drift.SweepPace): under
+Kueue's pace (4-9 answers per second in a burst) the next one comes sooner, so the sweep does not slip
+into the gaps of a burst, while a trickle of one answer every few seconds leaves it most of the time."""
+
+
 def _utcnow() -> datetime:
     return datetime.now(UTC)
 
@@ -104,6 +110,7 @@ class Controller:
         self._pending_seen: dict[str, float] = {}
         self._answered: dict[str, str] = {}  # key -> quota marker of the reservation we answered
         self._busy: set[str] = set()
+        self._answered_at = -math.inf  # monotonic time the last admission-check answer ended
         self.mirror = Mirror()  # filled by the index and event handlers
         self._reservations = ReservationTable(reservation_of)
         self._reading: TelemetryReading | None = None
@@ -314,8 +321,9 @@ class Controller:
         DRIFT_GAUGE.set(drifted)
 
     def answering(self) -> bool:
-        """An admission check is being answered: a decision or its write is in flight."""
-        return bool(self._busy)
+        """The operator is answering admission checks: a decision or its write is in flight, or one
+        ended less than ANSWERING_HOLD_S ago."""
+        return bool(self._busy) or time.monotonic() - self._answered_at < ANSWERING_HOLD_S
 
     @staticmethod
     def _admitted_now(
@@ -469,6 +477,7 @@ class Controller:
                 await self._decide_and_write(wl, body, views_fn, key, marker)
             finally:
                 self._busy.discard(key)
+                self._answered_at = time.monotonic()
             return
 
     async def _decide_and_write(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -30,6 +31,15 @@ __all__ = [
 ]
 
 
+@dataclass
+class _Ledger:
+    """What a sweep spent, and what the operator spent, in one state (answering admissions or not)."""
+
+    spent: float = 0.0
+    process: float = 0.0
+    wall: float = 0.0
+
+
 class SweepPace:
     """Keeps a sweep's CPU under `share` of the operator's CPU: `delay()` says how long to sleep before
     the next item so that the CPU the sweep spent so far is at most `share` of all the CPU the
@@ -45,11 +55,10 @@ class SweepPace:
     spread out, admissions do not queue behind a burst of evaluations, and a sweep longer than the
     drift interval delays the next one, so its cost per unit of time falls with its pace.
 
-    Admissions come first: while `answering()` says an admission check is being answered (a decision
-    or its write in flight), the sweep keeps under `busy_share` of the operator's CPU, and that wall
-    time does not count toward the floor (no credit to spend in a burst of evaluations afterwards).
-    Under Kueue's pace the operator spends a small share of a core on decisions, so the floor (not the
-    CPU share) set the sweep's cost in an admission burst: about a tenth of the operator's CPU
+    Admissions come first: while `answering()` says the operator is answering admission checks, the
+    sweep keeps under `busy_share` of the operator's CPU spent meanwhile. The two states keep separate
+    ledgers (the sweep's CPU, the operator's CPU, wall time), so time spent answering earns the idle
+    share and the floor nothing, and no credit is spent in a burst of evaluations afterwards
     (docs/scale.md, session 23).
     """
 
@@ -72,34 +81,38 @@ class SweepPace:
         self._answering = answering
         self._cpu, self._process_cpu, self._clock = cpu, process_cpu, clock
         self.started = self._last = clock()
-        self._process_started = process_cpu()
-        self.spent = 0.0
-        self.idle_elapsed = 0.0
-        """Wall time since the sweep began while no admission check was being answered."""
-        self._was_busy = answering()
+        self._last_process = process_cpu()
+        self.idle, self.busy = _Ledger(), _Ledger()
+        self._was_busy = self._item_busy = answering()
         self._mark: float | None = None
+
+    @property
+    def spent(self) -> float:
+        return self.idle.spent + self.busy.spent
 
     def delay(self) -> float:
         """Seconds to sleep before the next item (0 when within the share); counts the item just done."""
         now_cpu = self._cpu()
         if self._mark is not None:
-            self.spent += now_cpu - self._mark
+            (self.busy if self._item_busy else self.idle).spent += now_cpu - self._mark
             self._mark = None
-        now, busy = self._clock(), self._answering()
-        if not self._was_busy:
-            self.idle_elapsed += now - self._last
-        self._last, self._was_busy = now, busy
-        share = self.busy_share if busy else self.share
-        if share >= 1 or self.spent <= share * (self._process_cpu() - self._process_started):
-            return 0.0
+        now, process, busy = self._clock(), self._process_cpu(), self._answering()
+        past = self.busy if self._was_busy else self.idle
+        past.wall += now - self._last
+        past.process += process - self._last_process
+        self._last, self._last_process, self._was_busy = now, process, busy
         if busy:
-            return self.POLL
-        by_wall = self.spent / self.floor - self.idle_elapsed if self.floor > 0 else math.inf
+            ok = self.busy_share >= 1 or self.busy.spent <= self.busy_share * self.busy.process
+            return 0.0 if ok else self.POLL
+        led = self.idle
+        if self.share >= 1 or led.spent <= self.share * led.process:
+            return 0.0
+        by_wall = led.spent / self.floor - led.wall if self.floor > 0 else math.inf
         return max(0.0, min(by_wall, self.POLL))
 
     def resume(self) -> None:
         """The item about to run starts here (after the sleep: other handlers' CPU is not ours)."""
-        self._mark = self._cpu()
+        self._mark, self._item_busy = self._cpu(), self._was_busy
 
 
 def grace_over(condition: Mapping[str, Any] | None, result: DriftResult, now: datetime) -> bool:

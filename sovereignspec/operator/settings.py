@@ -51,9 +51,9 @@ class OperatorSettings(BaseSettings):
     )
     drift_busy_share: Share = Field(
         default=0.02,
-        description="Most of the operator's own CPU a drift sweep may take while an admission check is "
-        "being answered (a decision or its write in flight); drift_idle_share's wall-time floor counts "
-        "only the time when none is: admissions come first (capped by drift_cpu_share).",
+        description="Most of the operator's CPU spent while it answers admission checks (a decision or "
+        "its write in flight, or one ended within a second) that a drift sweep may take; that time earns "
+        "drift_cpu_share and drift_idle_share nothing: admissions come first (capped by drift_cpu_share).",
     )
     drift_message_refresh_seconds: Seconds = Field(
         default=300.0,

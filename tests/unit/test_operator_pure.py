@@ -197,8 +197,8 @@ def test_sweep_pace_keeps_a_share_of_the_operators_cpu() -> None:
 
 
 def test_sweep_pace_yields_to_admissions() -> None:
-    """While an admission check is being answered the sweep keeps under busy_share of the operator's CPU
-    and that wall time earns the floor nothing; when answering stops, the floor counts idle time only."""
+    """While the operator answers admission checks the sweep keeps under busy_share of the CPU spent
+    meanwhile; that time earns the idle share and the wall-time floor nothing, and the other way round."""
     sweep, proc, wall, answering = [0.0], [0.0], [100.0], [True]
     pace = SweepPace(
         0.1, floor=0.02, busy_share=0.02, answering=lambda: answering[0],
@@ -212,7 +212,7 @@ def test_sweep_pace_yields_to_admissions() -> None:
     pace.resume()
     sweep[0] += 0.01
     proc[0] += 0.01 + 0.04  # 20 ms of 550 ms: above 2 %, though within the idle share (10 %) ...
-    wall[0] += 5.0  # ... and far below the wall floor's 2 % of 10 s
+    wall[0] += 5.0  # ... and far below the floor's 2 % of 10 s
     assert pace.delay() == SweepPace.POLL  # waits for the decisions' CPU
     proc[0] += 0.45  # 20 ms of 1 s
     assert pace.delay() == 0.0
@@ -220,17 +220,20 @@ def test_sweep_pace_yields_to_admissions() -> None:
     sweep[0] += 0.01  # 30 ms of 1.01 s: over the busy share again
     proc[0] += 0.01
     assert pace.delay() == SweepPace.POLL
-    answering[0] = False  # the burst is over: 30 ms of 1.01 s is within the idle CPU share (10 %)
+    answering[0] = False  # the burst is over: a new ledger, nothing spent in it yet
     assert pace.delay() == 0.0
     pace.resume()
     sweep[0] += 0.1
-    proc[0] += 0.1  # 130 ms of 1.11 s: above 10 %, so the floor paces it ...
+    proc[0] += 0.1  # 100 ms of the 100 ms spent since: above 10 %, so the floor paces it ...
     assert pace.delay() == SweepPace.POLL  # ... and the burst's 10 s of wall time earned it nothing
-    wall[0] += 6.25
-    assert abs(pace.delay() - 0.25) < 1e-9  # 130 ms needs 6.5 s of idle wall time at 2 %
+    wall[0] += 4.75
+    assert abs(pace.delay() - 0.25) < 1e-9  # 100 ms needs 5 s of idle wall time at 2 %
     wall[0] += 0.25
     assert pace.delay() == 0.0
-    assert abs(pace.spent - 0.13) < 1e-9 and abs(pace.idle_elapsed - 6.5) < 1e-9
+    assert abs(pace.spent - 0.13) < 1e-9
+    assert abs(pace.busy.spent - 0.03) < 1e-9 and abs(pace.idle.wall - 5.0) < 1e-9
+    answering[0] = True  # answering again: the idle time earned the busy ledger nothing
+    assert pace.delay() == SweepPace.POLL
 
     capped = SweepPace(0.05, floor=0.02, busy_share=0.5)
     assert capped.busy_share == 0.05  # never above the CPU share
