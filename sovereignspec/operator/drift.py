@@ -44,7 +44,8 @@ class SweepPace:
     """Keeps a sweep's CPU under `share` of the operator's CPU: `delay()` says how long to sleep before
     the next item so that the CPU the sweep spent so far is at most `share` of all the CPU the
     operator's process spent since the sweep began (the sweep's own included), or, when the operator
-    is otherwise idle, at most `floor` of the wall time since the sweep began.
+    is otherwise idle, at most `floor` of the wall time since the sweep began; both counted over the
+    time the operator was not answering admissions (below).
 
     The drift sweep re-evaluates every admitted workload (about 1.2 ms of CPU each on a quiet machine,
     bench/drift_bench.py). Paced to a share of *wall* time (session 7), it took that share of the core
@@ -80,7 +81,7 @@ class SweepPace:
         self.busy_share = share if busy_share is None else min(busy_share, share)
         self._answering = answering
         self._cpu, self._process_cpu, self._clock = cpu, process_cpu, clock
-        self.started = self._last = clock()
+        self._last = clock()
         self._last_process = process_cpu()
         self.idle, self.busy = _Ledger(), _Ledger()
         self._was_busy = self._item_busy = answering()
