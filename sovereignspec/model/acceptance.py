@@ -177,7 +177,9 @@ def pool_samples(samples: Sequence[AcceptanceSample]) -> AcceptanceSample:
         draft_model=first.draft_model,
         method=first.method,
         drafts=sum(a.drafts for a in samples),
-        draft_tokens=sum(_draft_tokens(a) for a in samples),
+        draft_tokens=sum(
+            full_draft_tokens(a.drafts, a.draft_tokens, len(a.accepted_per_position)) for a in samples
+        ),
         accepted_per_position=[sum(a.accepted_per_position[i] for a in samples) for i in range(width)],
         accepted=None if any(t is None for t in totals) else sum(t for t in totals if t is not None),
     )
@@ -191,8 +193,9 @@ def _total(sample: AcceptanceSample) -> float | None:
     return float(sum(sample.accepted_per_position)) if sample.accepted_per_position else None
 
 
-def _draft_tokens(sample: AcceptanceSample) -> float:
-    """The draft-token count, drafts x positions where the sample has none (full length)."""
-    if sample.draft_tokens > 0:
-        return sample.draft_tokens
-    return sample.drafts * len(sample.accepted_per_position)
+def full_draft_tokens(drafts: float, draft_tokens: float | None, positions: int) -> float:
+    """The draft-token count, drafts x positions where there is none (missing or 0: taken as full
+    length, as `full_length` reads it), never 0 for drafts that ran."""
+    if draft_tokens is not None and draft_tokens > 0:
+        return draft_tokens
+    return drafts * positions

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from sovereignspec.model.acceptance import pool_samples
+from sovereignspec.model.acceptance import full_draft_tokens, pool_samples
 from sovereignspec.model.telemetry import AcceptanceSample, PodRef, TelemetryGap, TelemetrySnapshot
 from sovereignspec.telemetry.annotations import DraftIdentity
 from sovereignspec.telemetry.gaps import Gap, GapCode
@@ -46,16 +46,13 @@ def join_acceptance(
 
     out: list[AcceptanceSample] = []
     for (target, draft, method), members in sorted(groups.items()):
-        # A missing draft-token count is estimated as drafts x k, never taken as zero.
         samples = [
             AcceptanceSample(
                 target_model=target,
                 draft_model=draft,
                 method=method,
                 drafts=m.drafts,
-                draft_tokens=m.draft_tokens
-                if m.draft_tokens is not None
-                else m.drafts * len(m.accepted_per_position),
+                draft_tokens=full_draft_tokens(m.drafts, m.draft_tokens, len(m.accepted_per_position)),
                 accepted_per_position=list(m.accepted_per_position),
             )
             for m in members

@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from sovereignspec.model.acceptance import full_draft_tokens
 from sovereignspec.model.telemetry import PodRef, TelemetrySnapshot
 from sovereignspec.telemetry.annotations import DraftIdentity, draft_identity, identities_from_pods, pod_ref
 from sovereignspec.telemetry.gaps import Gap, GapCode
@@ -108,3 +109,17 @@ def test_build_snapshot_is_the_decide_type() -> None:
     assert [g.reason for g in snap.missing] == ["nan: t/b: value is NaN"]
     # Round-trips through the wire form, as `sovereignspec decide` reads it from a file.
     assert TelemetrySnapshot.model_validate(snap.wire()) == snap
+
+
+def test_join_fills_a_zero_draft_token_count_as_the_model_does() -> None:
+    """A pod whose draft-token counter reads 0 while it drafted is read as the model reads a 0 count (full
+    length, drafts x k), for one pod as in a pool: one rule (`full_draft_tokens`), not two."""
+    ids = {
+        PodRef(namespace="t", name=n): DraftIdentity(target_model=T, draft_model=D, method=M) for n in "ab"
+    }
+    (one,), _ = join_acceptance([acc("a", 10, (5, 2, 1), 0.0)], ids)
+    assert one.draft_tokens == 30
+    (pooled,), _ = join_acceptance([acc("a", 10, (5, 2, 1), 0.0), acc("b", 20, (9, 4, 1), 55.0)], ids)
+    assert pooled.draft_tokens == 30 + 55
+    assert full_draft_tokens(10, None, 3) == full_draft_tokens(10, 0.0, 3) == 30
+    assert full_draft_tokens(10, 25.0, 3) == 25
