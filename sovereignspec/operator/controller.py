@@ -17,6 +17,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
@@ -69,6 +70,7 @@ from sovereignspec.policy.record import ReasonType
 from sovereignspec.policy.request import RequestError, request_for
 from sovereignspec.telemetry.annotations import DraftIdentity
 from sovereignspec.telemetry.join import build_snapshot as telemetry_snapshot
+from sovereignspec.telemetry.join import joined_refs
 from sovereignspec.telemetry.metrics import default_metrics
 from sovereignspec.telemetry.reader import PrometheusReader
 from sovereignspec.telemetry.reading import TelemetryReading
@@ -100,6 +102,18 @@ async def every(seconds: float, sweep: Callable[[], Awaitable[None] | None], wha
             log.exception("%s failed", what)
 
 
+@dataclass(frozen=True)
+class _JoinedTelemetry:
+    """The last joined telemetry: valid while the reading is the same and no pod in `joined` changed its
+    draft identity after the mirror's `version` (None: the identities did not come from the mirror)."""
+
+    reading: TelemetryReading
+    identities: Mapping[PodRef, DraftIdentity]
+    version: int | None
+    joined: frozenset[PodRef]
+    snapshot: TelemetrySnapshot
+
+
 class Controller:
     def __init__(self, *, settings: OperatorSettings, api: client.ApiClient, health: HealthState) -> None:
         self.settings = settings
@@ -115,9 +129,7 @@ class Controller:
         self._reservations = ReservationTable(reservation_of)
         self._reading: TelemetryReading | None = None
         self._base: tuple[tuple[list[Any], ...], ClusterSnapshot] | None = None
-        self._telemetry_cache: (
-            tuple[TelemetryReading, Mapping[PodRef, DraftIdentity], TelemetrySnapshot] | None
-        ) = None
+        self._telemetry_cache: _JoinedTelemetry | None = None
         self._reader: PrometheusReader | None = None
         if settings.prometheus_url:
             self._reader = PrometheusReader(settings.prometheus_url, metrics=default_metrics())
@@ -184,10 +196,24 @@ class Controller:
         if reading is None:
             return None
         hit = self._telemetry_cache
-        if hit is not None and hit[0] is reading and hit[1] == identities:
-            return hit[2]
+        mirrored = identities is self.mirror.identities()
+        version = self.mirror.identity_version if mirrored else None
+        if hit is not None and hit.reading is reading:
+            if hit.identities is identities or hit.identities == identities:
+                return hit.snapshot
+            # In a burst every decision sees new pods, so new identities: the join reads only the pods
+            # that drafted in the reading's window, and rebuilding it for each decision was O(pods).
+            changed = (
+                self.mirror.identity_changes(hit.version) if mirrored and hit.version is not None else None
+            )
+            if changed is not None and changed.isdisjoint(hit.joined):
+                self._telemetry_cache = replace(hit, identities=identities, version=version)
+                return hit.snapshot
+        joined = (
+            hit.joined if hit is not None and hit.reading is reading else joined_refs(reading.pod_acceptance)
+        )
         tel = telemetry_snapshot(reading, identities)
-        self._telemetry_cache = (reading, identities, tel)
+        self._telemetry_cache = _JoinedTelemetry(reading, identities, version, joined, tel)
         return tel
 
     # ---- AdmissionChecks -----------------------------------------------------------------------

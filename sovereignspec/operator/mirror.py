@@ -22,6 +22,7 @@ first, the Finished Workload or its decision, the result is the same, so a resta
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Hashable, Mapping
 from typing import Any, Generic, TypeVar
 
@@ -33,6 +34,11 @@ from sovereignspec.telemetry.annotations import DraftIdentity
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
+
+
+IDENTITY_LOG = 4096
+"""Identity changes the mirror remembers (`Mirror.identity_changes`): more than a burst of pods changes
+between two decisions."""
 
 
 class Table(Generic[K, V]):
@@ -91,6 +97,9 @@ class Mirror:
         self._identity: dict[PodKey, tuple[PodRef, DraftIdentity]] = {}
         self._identities: dict[PodRef, DraftIdentity] = {}
         self._identities_copy: dict[PodRef, DraftIdentity] | None = None
+        self.identity_version = 0
+        self._identity_log: deque[tuple[int, PodRef]] = deque(maxlen=IDENTITY_LOG)
+        self._identity_forgotten = 0  # the log holds every change after this version
         self._recorded: dict[DecisionKey, RecordedClaims] = {}
         self._link: dict[PodKey, DecisionKey] = {}
         self._linked: dict[DecisionKey, set[PodKey]] = {}
@@ -128,12 +137,15 @@ class Mirror:
         old = self._identity.get(key)
         if old == new:
             return
+        self.identity_version += 1
         if old is not None:
             self._identities.pop(old[0], None)
             del self._identity[key]
+            self._log_identity(old[0])
         if new is not None:
             self._identity[key] = new
             self._identities[new[0]] = new[1]
+            self._log_identity(new[0])
         self._identities_copy = None
 
     def put_decision(self, key: DecisionKey, raw: dict[str, object] | None) -> None:
@@ -177,6 +189,24 @@ class Mirror:
                 if not pods:
                     del self._linked[link]
                     self._drop_if_done(link)
+
+    def identity_changes(self, since: int) -> set[PodRef] | None:
+        """The pods whose draft identity changed after `identity_version` was `since`; None when the log
+        no longer reaches back that far (then every pod may have changed)."""
+        if since < self._identity_forgotten:
+            return None
+        out: set[PodRef] = set()
+        for version, ref in reversed(self._identity_log):
+            if version <= since:
+                break
+            out.add(ref)
+        return out
+
+    def _log_identity(self, ref: PodRef) -> None:
+        log = self._identity_log
+        if len(log) == log.maxlen:
+            self._identity_forgotten = log[0][0]
+        log.append((self.identity_version, ref))
 
     def identities(self) -> dict[PodRef, DraftIdentity]:
         """The pods' draft identities: a new dict after each change, the same one until the next."""

@@ -63,6 +63,12 @@ def join_acceptance(
     return out, gaps
 
 
+def joined_refs(pods: Iterable[PodAcceptance]) -> frozenset[PodRef]:
+    """The pods whose draft identity `join_acceptance` reads: those that drafted in the window. An
+    identity change of any other pod (a new pod, one that has not drafted yet) leaves the join as it was."""
+    return frozenset(PodRef(namespace=p.namespace, name=p.pod) for p in pods if p.drafts > 0)
+
+
 def build_snapshot(
     reading: TelemetryReading, identities: Mapping[PodRef, DraftIdentity]
 ) -> TelemetrySnapshot:
