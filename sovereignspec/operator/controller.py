@@ -199,19 +199,21 @@ class Controller:
         mirrored = identities is self.mirror.identities()
         version = self.mirror.identity_version if mirrored else None
         if hit is not None and hit.reading is reading:
-            if hit.identities is identities or hit.identities == identities:
+            if hit.identities is identities:
                 return hit.snapshot
-            # In a burst every decision sees new pods, so new identities: the join reads only the pods
-            # that drafted in the reading's window, and rebuilding it for each decision was O(pods).
-            changed = (
-                self.mirror.identity_changes(hit.version) if mirrored and hit.version is not None else None
-            )
-            if changed is not None and changed.isdisjoint(hit.joined):
+            if mirrored and hit.version is not None:
+                # In a burst every decision sees new pods, so new identities: the join reads only the pods
+                # that drafted in the reading's window, and rebuilding it for each decision was O(pods).
+                changed = self.mirror.identity_changes(hit.version)
+                unchanged = changed is not None and changed.isdisjoint(hit.joined)
+            else:
+                unchanged = hit.identities == identities
+            if unchanged:
                 self._telemetry_cache = replace(hit, identities=identities, version=version)
                 return hit.snapshot
-        joined = (
-            hit.joined if hit is not None and hit.reading is reading else joined_refs(reading.pod_acceptance)
-        )
+            joined = hit.joined
+        else:
+            joined = joined_refs(reading.pod_acceptance)
         tel = telemetry_snapshot(reading, identities)
         self._telemetry_cache = _JoinedTelemetry(reading, identities, version, joined, tel)
         return tel
