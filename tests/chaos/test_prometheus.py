@@ -36,7 +36,13 @@ def test_prometheus_outage_turns_speculation_off_then_back_on(chaos: Chaos) -> N
     setup_private_queue(pool, chaos.controller)
     ns = pool.tenant("bank", tenant_label=f"{pool.name}-bank")
     pool.sovereignty("kr", {"tenants": [f"{pool.name}-bank"], "jurisdictions": ["KR"]})
-    prom.wait_for(f'DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{{Hostname=~"{pool.name}-.*"}}', min_series=1, timeout=60)
+    # Every node scraped, not just one: the KR-only tenant's jobs need the KR nodes in the operator's first
+    # reading (CI once saw NodeTelemetryMissing on both "before" jobs when only some hosts were in).
+    prom.wait_for(
+        f'count by (Hostname) (DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{{Hostname=~"{pool.name}-.*"}})',
+        min_series=4,
+        timeout=60,
+    )
     op = chaos.operator()
     op.start()
     op.wait_ready()
