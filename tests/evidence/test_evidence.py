@@ -1,5 +1,5 @@
 """Evidence suite: the multi-seed output contract, claims C1-C6 measured as stated, the test that fails
-when decide() turns speculation off where the ground truth gains, determinism, calibration out of
+when decide() turns speculation off where the ground truth gains SLO-goodput, determinism, calibration out of
 sample, and the ground-truth pieces.
 
 CI runs the suite on SEEDS (a few minutes on 2 cores); docs/evidence.md reports `--seeds 10`.
@@ -101,23 +101,35 @@ def test_always_on_harms_neighbours_on_the_stress_pool(suite: SuiteRun) -> None:
     assert stress["always-on"]["bestKnownShare"]["mean"] < 0.9
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="decide() prices verification at t0 + g/(1 - u) with u the neighbours' load; under MPS-like "
-    "sharing the ground truth takes the extra compute partly from the neighbours, so k=1 gains there while "
-    "decide() predicts S_real(1) < 1 + minGain (docs/decision.md)",
-)
 def test_speculation_is_not_turned_off_where_the_ground_truth_gains(suite: SuiteRun) -> None:
     """Replaces "budget never worse than fixed k" (which an always-off policy passes): one H100, a batch-64
-    subject next to growing load; wherever some fixed k >= 1 gains more than 5 % over plain decoding on
-    that GPU, decide() must not have turned speculation off."""
-    bad = []
+    subject next to growing load. Gain is DESIGN.md's objective, the SLO-goodput of every engine on the
+    GPU: wherever some fixed k >= 1 gains more than 5 % of it over plain decoding, decide() must not have
+    turned speculation off, and its schedule must be within 5 points of that k's at every point."""
+    off_where_gain, behind = [], []
     for m in suite.micros:
         for p in m["budgetSweep"]:
-            best = max(p["fixedK"].values())
+            best = max(p["fixedKGoodput"].values())
             if best > 1.05 and p["kAtBatch64"] == 0:
-                bad.append((p["background"], best))
-    assert not bad, f"speculation off where a fixed k gains: {bad}"
+                off_where_gain.append((p["background"], best))
+            if p["slackAwareGoodput"] < best - 0.05:
+                behind.append((p["background"], p["slackAwareGoodput"], best))
+    assert not off_where_gain, f"speculation off where a fixed k gains: {off_where_gain}"
+    assert not behind, f"decide()'s schedule more than 5 points behind the best fixed k: {behind}"
+    # Not vacuous: on the idle GPU every k up to 4 gains more than 5 %, so an always-off policy fails.
+    assert any(max(p["fixedKGoodput"].values()) > 1.05 for m in suite.micros for p in m["budgetSweep"])
+
+
+def test_a_subjects_own_gain_under_load_is_taken_from_its_neighbours(suite: SuiteRun) -> None:
+    """Why the test above counts the whole GPU: on the loaded points the subject alone speeds up by more
+    than 5 % at k = 1 (MPS-like sharing hands it compute its neighbours had), while the GPU's SLO-goodput
+    gains less than half of that. If the ground truth stopped charging the neighbours, this fails and the
+    budget's contention model (t0 + g/(1 - u), neighbours' share held) needs revisiting."""
+    for m in suite.micros:
+        for p in m["budgetSweep"]:
+            if p["background"] > 0:
+                own, gpu = p["fixedK"]["1"], p["fixedKGoodput"]["1"]
+                assert own > 1.05 and gpu - 1 < (own - 1) / 2, (p["background"], own, gpu)
 
 
 def test_acceptance_thresholds_are_computed(suite: SuiteRun) -> None:
