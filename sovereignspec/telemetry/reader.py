@@ -144,14 +144,18 @@ class PrometheusReader:
                 self._pool = pool
             else:
                 pool.shutdown(wait=False, cancel_futures=True)
-        for q in self._queries:
-            self.metrics.queries.labels(query=q.value).inc()
         # The answers are decoded here, not in the fetching threads: one thread, no I/O, so the
         # collector can be paused for exactly the burst of short-lived objects (see gcpause.py).
-        with collector_paused():
-            results = {q: a if isinstance(a, Gap) else _parse(q, a) for q, a in answers.items()}
-            reading = self._assemble(results, now)
-            del results  # freed by reference counting while the collector still waits
+        try:
+            with collector_paused():
+                results = {q: a if isinstance(a, Gap) else _parse(q, a) for q, a in answers.items()}
+                reading = self._assemble(results, now)
+                del results  # freed by reference counting while the collector still waits
+        finally:
+            # Counted beside the refresh they belong to: counted before the decoding, a scrape taken in
+            # between saw a refresh's queries without the refresh (12 queries per refresh in a phase).
+            for q in self._queries:
+                self.metrics.queries.labels(query=q.value).inc()
         elapsed = time.monotonic() - started
         self.metrics.refresh_seconds.observe(elapsed)
         self.metrics.record_gaps(reading.gaps)
