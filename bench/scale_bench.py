@@ -187,17 +187,31 @@ def proc_rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def settle(op: Any, quiet_per_s: float = 2.0, step_s: float = 5.0, limit_s: float = 240.0) -> dict[str, Any]:
-    """Wait until the operator's watch events fall below `quiet_per_s`: the Job controller creates
-    the last bursts' pods, KWOK starts them and Kueue marks the Workloads PodsReady for tens of seconds
-    after admission, and an idle window that begins before then counts that per-workload work as
-    time-paced background."""
+def settle(
+    op: Any,
+    quiet_per_s: float = 2.0,
+    step_s: float = 5.0,
+    limit_s: float = 240.0,
+    resource: str | None = None,
+) -> dict[str, Any]:
+    """Wait until the operator's watch events (of `resource`, or all) fall below `quiet_per_s`.
+
+    After the bursts: the Job controller creates the last bursts' pods, KWOK starts them and Kueue
+    marks the Workloads PodsReady for tens of seconds after admission, and an idle window that begins
+    before then counts that per-workload work as time-paced background. Before them (`nodes`): the
+    controller manager labels and untaints hundreds of just-registered nodes at a few per second for
+    minutes, which a cluster whose nodes registered long ago does not do."""
+
+    def count() -> float:
+        ev = watch_events(op.metrics())
+        return ev.get(resource, 0.0) if resource else sum(ev.values())
+
     c0, t0 = proc_cpu_seconds(op.proc.pid), time.monotonic()
-    first = last = sum(watch_events(op.metrics()).values())
+    first = last = count()
     quiet = False
     while time.monotonic() - t0 < limit_s:
         time.sleep(step_s)
-        now = sum(watch_events(op.metrics()).values())
+        now = count()
         if now - last < quiet_per_s * step_s:
             quiet = True
             break
@@ -693,6 +707,13 @@ def main() -> int:
             for name in q_cq.values():
                 wait_cq_active(cluster.api_client, name)
         say(f"operator pid {op.proc.pid} pinned to CPU {core}, log {op.log_path}")
+        nodes_settled = settle(op, quiet_per_s=1.0, step_s=10.0, limit_s=300.0, resource="nodes")
+        say(
+            f"nodes settled {nodes_settled['wall']:.0f} s after the operator was ready: "
+            f"{nodes_settled['events']:.0f} node events (the controller manager labelling and untainting the "
+            f"new nodes), operator CPU {nodes_settled['cpu']:.1f} s"
+            + ("" if nodes_settled["quiet"] else "; NOT quiet at the limit: node events fall into the bursts")
+        )
 
         watcher = Watcher(cluster.api_client, pool.name, set(tenants) | set(alone_ns))
         watcher.start()
@@ -1011,6 +1032,7 @@ def main() -> int:
             "operatorIdleCpuMsPerS": round(1000 * idle_rate, 1),
             # How long the last bursts' tail of pod and Workload events ran before the idle window began.
             "idleSettleS": round(tail["wall"], 1),
+            "nodeSettleS": round(nodes_settled["wall"], 1),
             "decisionsPerMarginalCpuSecond": round(decisions / marginal, 1) if marginal > 0 else None,
             # Share of the operator's CPU in the garbage collector: the check bursts, the idle window.
             "gcShareCheckBursts": round(arm["check"]["gc"] / cpu_s, 3) if cpu_s > 0 else None,
