@@ -247,12 +247,22 @@ class SpeculationPolicySpec(Model):
     allowed_pairs: list[ModelPair] = Field(default=[], max_length=256)
     accelerator_profiles: list[AcceleratorProfile] = Field(default=[], max_length=64)
     builtin_profiles: bool = Field(default=True, description="Fall back to the built-in profiles.")
-    reconfigure_on_drift: bool = False
+    reconfigure_on_drift: bool = Field(
+        default=False,
+        description="Re-admit a workload whenever its speculation drifts (k at its expected batch changes).",
+    )
+    reconfigure_on_neighbour_harm: bool = Field(
+        default=True,
+        description="Re-admit a speculating workload when its drift cuts the draft budget while an SLO-bound "
+        "engine on its GPUs runs within `safety` of its SLO (load that grew after admission), even with "
+        "reconfigureOnDrift off.",
+    )
     drift_grace_seconds: int = Field(
         default=120,
         ge=0,
         le=86400,
-        description="Drift must persist this long before reconfigureOnDrift re-admits the workload.",
+        description="Drift must persist this long before the workload is re-admitted "
+        "(reconfigureOnDrift, reconfigureOnNeighbourHarm).",
     )
     retry_after_seconds: int = Field(default=60, ge=1, le=86400)
     telemetry: TelemetrySpec = TelemetrySpec()

@@ -6,15 +6,15 @@ policy's `telemetry.window` (default 2m), as every built-in query reads it: DCGM
 and vLLM TPOT averaged, each with noise, and spec-decode counters summed per engine (per-position up to
 the k the engine ran); `num_requests_running` 15 s old. Until session 22 the windows were fixed at 30 s,
 60 s and 120 s whatever the policy said (docs/evidence.md, "The telemetry window").
-By default the decision is made once, at admission, like the operator with reconfigureOnDrift off.
-With a policy that sets `reconfigureOnDrift: true` the simulator runs the operator's drift rule itself
-(`sovereignspec.policy.drift.evaluate_drift`, the function the operator's sweep calls): every
-DRIFT_PERIOD_S, for each admitted subject, on the cluster snapshot with its pods carrying the decision
-annotation (so the rule finds its own pods and takes their load out of their GPUs' tensor-active).
-As in the operator, a drift verdict must hold for the policy's `driftGraceSeconds` (checks in a row)
-before the workload is re-admitted; then the engine restarts with the drift check's schedule on the
-same node: RESTART_S without tokens (the operator answers drift with Retry: evict, re-admit, a new pod
-that reloads the model; the simulator keeps the node).
+As in the operator with its defaults (`reconfigureOnNeighbourHarm: true`, `reconfigureOnDrift: false`),
+the simulator runs the operator's drift rule itself (`sovereignspec.policy.drift.evaluate_drift`, the
+function the operator's sweep calls): every DRIFT_PERIOD_S, for each admitted subject, on the cluster
+snapshot with its pods carrying the decision annotation (so the rule finds its own pods and takes their
+load out of their GPUs' tensor-active). As in the operator, a drift verdict must hold for the policy's
+`driftGraceSeconds` (checks in a row) and be one the policy re-admits on (neighbour harm, or any drift
+with `reconfigureOnDrift`) before the workload is re-admitted; then the engine restarts with the drift
+check's schedule on the same node: RESTART_S without tokens (the operator answers drift with Retry:
+evict, re-admit, a new pod that reloads the model; the simulator keeps the node).
 
 `calibrated_policy()` is the policy a user would write with the shipped calibrated profiles
 (sovereignspec/evidence/profiles/published.yaml) under `acceleratorProfiles`.
@@ -239,6 +239,8 @@ class SovereignSpec(Scheduled):
         self.neighbour_telemetry = neighbour_telemetry  # ablation: False hides every SLO and engine sample
         self.acceptance_telemetry = acceptance_telemetry  # ablation: False decides on the priors alone
         self.policy = policy or SpeculationPolicySpec()
+        if not neighbour_condition:  # the ablation has no neighbour protection, after admission either
+            self.policy = self.policy.model_copy(update={"reconfigure_on_neighbour_harm": False})
         self.policies = Policies(
             speculation=self.policy, speculation_name="default", neighbour_condition=neighbour_condition
         )
@@ -248,9 +250,10 @@ class SovereignSpec(Scheduled):
         self.reconfigurations = 0
         self.records: dict[int, SpeculationDecision] = {}
         self.drift_since: dict[int, int] = {}
+        self.harm_on_record: set[int] = set()  # the Drift condition's reason is NeighbourHarm
 
     def choose_k(self, sim: Simulation, tick: int, batch: FloatArray) -> IntArray:
-        if self.policy.reconfigure_on_drift:
+        if self.policy.reconfigure_on_drift or self.policy.reconfigure_on_neighbour_harm:
             period = max(1, round(DRIFT_PERIOD_S / sim.sc.dt_s))
             for e, at in self.admitted_at.items():
                 if tick > at and (tick - at) % period == 0 and tick >= sim.down_until[e]:
@@ -278,11 +281,16 @@ class SovereignSpec(Scheduled):
             return
         if not result.drifted:
             self.drift_since.pop(e, None)
+            self.harm_on_record.discard(e)
             return
+        result = result.on_record(e in self.harm_on_record)
+        if result.neighbour_harm:
+            self.harm_on_record.add(e)
         since = self.drift_since.setdefault(e, tick)
-        if (tick - since) * sim.sc.dt_s < result.grace_seconds:
+        if not result.readmit or (tick - since) * sim.sc.dt_s < result.grace_seconds:
             return
         del self.drift_since[e]
+        self.harm_on_record.discard(e)
         cfg = json.loads(result.current_config) if result.current_config else {}
         schedule = cfg.get("num_speculative_tokens_per_batch_size") or None
         sim.schedule[e] = schedule

@@ -44,7 +44,14 @@ from sovereignspec.model.cluster import ClusterSnapshot, Reservation, same_items
 from sovereignspec.model.telemetry import PodRef, TelemetrySnapshot
 from sovereignspec.model.workload import CheckEntry, WorkloadInfo
 from sovereignspec.operator.admission_checks import active_condition
-from sovereignspec.operator.drift import DRIFT, SweepPace, drift_condition, evaluate_drift, grace_over
+from sovereignspec.operator.drift import (
+    DRIFT,
+    NEIGHBOUR_HARM,
+    SweepPace,
+    drift_condition,
+    evaluate_drift,
+    grace_over,
+)
 from sovereignspec.operator.health import HealthState
 from sovereignspec.operator.logs import api_error
 from sovereignspec.operator.metrics import (
@@ -307,12 +314,13 @@ class Controller:
                 _DRIFT_EVALUATE.inc(cpu() - parsed)
             if result is None:
                 continue
-            log.debug("drift of %s/%s: %s", ns, name, result.message)
-            drifted += result.drifted
             previous = next(
                 (c.wire() for c in status.conditions if c.type == DRIFT),
                 None,
             )
+            result = result.on_record(previous is not None and previous.get("reason") == NEIGHBOUR_HARM)
+            log.debug("drift of %s/%s: %s", ns, name, result.message)
+            drifted += result.drifted
             cond = drift_condition(
                 previous, result, dec.metadata.generation, now, st.drift_message_refresh_seconds
             )
@@ -327,7 +335,7 @@ class Controller:
                         conditions=[cond],
                         field_manager=f"{self.settings.field_manager}-drift",
                     )
-                if result.drifted and result.reconfigure and grace_over(cond or previous, result, now):
+                if result.readmit and grace_over(cond or previous, result, now):
                     drifted_msg = f"SovereignSpec: speculation drifted, re-admitting: {result.message}"
                     new = CheckEntry(name=entry.name, state="Retry", message=drifted_msg)
                     retry = entry_wire(set_admission_check_state(entry, new, now))

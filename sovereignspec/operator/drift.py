@@ -19,8 +19,12 @@ from sovereignspec.api.speculation_decision import MESSAGE_CHARS
 from sovereignspec.policy.decision import DRIFT
 from sovereignspec.policy.drift import UNKNOWN, DriftResult, evaluate_drift, k_at
 
+NEIGHBOUR_HARM = "NeighbourHarm"
+"""The Drift condition's reason when the neighbour-SLO condition cuts the admitted budget."""
+
 __all__ = [
     "DRIFT",
+    "NEIGHBOUR_HARM",
     "UNKNOWN",
     "DriftResult",
     "SweepPace",
@@ -141,7 +145,9 @@ def drift_condition(
     would become at the expected batch, which a user acts on: it is written whenever it changes.
     """
     status = "True" if result.drifted else "False"
-    reason = "SpeculationDrifted" if result.drifted else "NoDrift"
+    reason = (
+        (NEIGHBOUR_HARM if result.neighbour_harm else "SpeculationDrifted") if result.drifted else "NoDrift"
+    )
     if previous is not None and previous.get("status") == status and previous.get("reason") == reason:
         if previous.get("message") == result.message:
             return None

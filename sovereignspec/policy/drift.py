@@ -26,6 +26,13 @@ workload's pods (`others_load`):
 A larger budget counts as drift only when its predicted S_real beats the admitted one by more than
 minGain (a restart costs minutes of tokens); a smaller one, or on/off, always counts (the admitted
 budget may no longer pass a condition).
+A smaller budget is *neighbour harm* when an SLO-bound engine on the GPUs the workload holds runs within
+the policy's `safety` of its SLO, measured with our drafts running (m_j < safety). Harm is re-admitted on
+(`reconfigureOnNeighbourHarm`, on by default) even where drift alone is not (`reconfigureOnDrift`, off): a
+co-located engine's load grew after admission, and only a restart with the smaller budget gives it its
+margin back (docs/decision.md, "Neighbour harm after admission"). A verdict once harm stays harm while the
+cut lasts (`DriftResult.on_record`), so that a margin read from noisy telemetry does not restart the grace
+period.
 The framebuffer is the same story: the engine's own memory (vLLM takes a fixed fraction of the GPU, a
 draft included) shows as used, so free memory on its own GPU says nothing about room for its draft,
 which comes out of its own fraction; the draft-memory condition is taken as met there.
@@ -35,7 +42,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from sovereignspec.api.meta import ANNOTATION_DECISION, CONTROLLER_NAME, LABEL_GPU_PRODUCT, PREFIX
@@ -49,7 +56,7 @@ from sovereignspec.model.workload import WorkloadInfo
 from sovereignspec.policy.cache.index import index_of
 from sovereignspec.policy.claims import read_claims
 from sovereignspec.policy.decide import decide
-from sovereignspec.policy.decision import configs_message
+from sovereignspec.policy.decision import Decision, configs_message
 from sovereignspec.policy.group import members, with_members
 from sovereignspec.policy.record import ReasonType
 from sovereignspec.policy.request import request_for
@@ -69,7 +76,29 @@ class DriftResult:
     current_config: str
     message: str
     reconfigure: bool
+    """reconfigureOnDrift: any drift is re-admitted once the grace period is over."""
     grace_seconds: int
+    cut: bool = False
+    """k at the expected batch is smaller than admitted."""
+    neighbour_harm: bool = False
+    """The cut comes with an SLO-bound engine on our GPUs within `safety` of its SLO (module docstring)."""
+    reconfigure_on_harm: bool = False
+    """reconfigureOnNeighbourHarm."""
+
+    @property
+    def readmit(self) -> bool:
+        """Re-admit once the grace period is over."""
+        return self.drifted and (self.reconfigure or (self.neighbour_harm and self.reconfigure_on_harm))
+
+    def on_record(self, harm_on_record: bool) -> DriftResult:
+        """This verdict after one that found neighbour harm (the Drift condition's reason): harm while the
+        cut lasts."""
+        if not harm_on_record or self.neighbour_harm or not (self.drifted and self.cut):
+            return self
+        return replace(self, neighbour_harm=True, message=f"{HARM_PREFIX}{self.message}")
+
+
+HARM_PREFIX = "a co-located engine runs within the policy's safety margin of its SLO; "
 
 
 def k_at(config: str, batch: float) -> int:
@@ -192,7 +221,10 @@ def evaluate_drift(
         current = fresh.speculative.config
         # Configs only, no live figures: the condition is rewritten only when the verdict changes.
         why = configs_message(node, admitted, current)
-    return _verdict(wl, policies.speculation, fresh.speedup_by_k, admitted, current, why)
+    result = _verdict(wl, policies.speculation, fresh.speedup_by_k, admitted, current, why)
+    if result.drifted and result.cut and fresh.state == "Ready" and _near_slo(fresh, policies.speculation):
+        result = replace(result, neighbour_harm=True, message=f"{HARM_PREFIX}{result.message}")
+    return result
 
 
 def _one_node_snapshot(
@@ -271,11 +303,7 @@ def _verdict(
     why: str,
 ) -> DriftResult:
     """Drifted when k at the expected batch changes (a larger k only for a material gain)."""
-    batch = read_claims(
-        wl.pod_sets[0].annotations if wl.pod_sets else {},
-        policy,
-        TenantRules(tenant=wl.namespace),
-    ).expected_batch
+    batch = _expected_batch(wl, policy)
     before, after = k_at(admitted, batch), k_at(current, batch)
     drifted = before != after
     if drifted and 0 < before < after and before < len(speedup_by_k) > after:
@@ -297,7 +325,20 @@ def _verdict(
         message=why,
         reconfigure=policy.reconfigure_on_drift,
         grace_seconds=policy.drift_grace_seconds,
+        cut=after < before,
+        reconfigure_on_harm=policy.reconfigure_on_neighbour_harm,
     )
+
+
+def _near_slo(fresh: Decision, policy: SpeculationPolicySpec) -> bool:
+    """An SLO-bound engine on the GPUs the workload holds runs within `safety` of its SLO, measured with
+    the workload's drafts running (m_j = SLO_j / TPOT_j - 1 < safety)."""
+    return any(nb.margin_before is not None and nb.margin_before < policy.safety for nb in fresh.neighbours)
+
+
+def _expected_batch(wl: WorkloadInfo, policy: SpeculationPolicySpec) -> int:
+    ann = wl.pod_sets[0].annotations if wl.pod_sets else {}
+    return read_claims(ann, policy, TenantRules(tenant=wl.namespace)).expected_batch
 
 
 def _policy_of(wl: WorkloadInfo, snap: ClusterSnapshot, controller_name: str) -> SpeculationPolicySpec:

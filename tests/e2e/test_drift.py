@@ -1,5 +1,6 @@
 """Drift: an admitted decision whose GPU saturates afterwards gets a Drift condition, a metric, and
-(only with reconfigureOnDrift) a Retry that makes Kueue re-admit it with a new config."""
+(with reconfigureOnDrift, or when the cut comes with a neighbour at its SLO) a Retry that makes Kueue
+re-admit it with a new config."""
 
 from __future__ import annotations
 
@@ -9,7 +10,17 @@ import pytest
 from kubernetes import client
 
 from tests.e2e.conftest import Stack
-from tests.e2e.pool import NodeDef, Pool, decided, decisions, job, our_entry, serving_annotations, workloads
+from tests.e2e.pool import (
+    NodeDef,
+    Pool,
+    decided,
+    decisions,
+    job,
+    our_entry,
+    running_pods,
+    serving_annotations,
+    workloads,
+)
 from tests.harness.wait import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -21,6 +32,15 @@ def _drift(pool: Pool, ns: str, text: str = "") -> dict[str, object] | None:
             if c["type"] == "Drift" and c["status"] == "True" and text in c["message"]:
                 return c  # type: ignore[no-any-return]
     return None
+
+
+def _speculative(pool: Pool, ns: str) -> str | None:
+    (w,) = workloads(pool, ns)
+    e = our_entry(w, pool.name) or {}
+    ups = e.get("podSetUpdates") or []
+    return (
+        str(ups[0]["labels"]["sovereignspec.io/speculative"]) if e.get("state") == "Ready" and ups else None
+    )
 
 
 @pytest.mark.parametrize("reconfigure", [False, True], ids=["report-only", "reconfigure"])
@@ -80,3 +100,69 @@ def test_saturation_after_admission_is_drift(stack: Stack, pool: Pool, reconfigu
     wait_until(replanned, timeout=180, what="re-admission with speculation off")
     (d,) = decisions(pool, ns)
     assert d["status"]["mode"] == "off"
+
+
+def test_a_neighbour_pushed_to_its_slo_after_admission_readmits_without_reconfigure_on_drift(
+    stack: Stack, pool: Pool
+) -> None:
+    """reconfigureOnDrift stays off (the default). A neighbour engine (20 requests/s in the telemetry
+    simulator) shares the workload's GPU and meets its 20 ms SLO by a wide margin (about 7 ms per token
+    on an idle H100) when the workload is admitted with speculation on. Then other tenants saturate the
+    GPU: the neighbour's batch fills and its TPOT passes its SLO, the drift sweep's re-decision cuts the
+    budget, and the verdict is neighbour harm, which re-admits."""
+    (node,) = pool.add_nodes(NodeDef("shared", base_load=0.0, gpus=1, replicas=2, noise=0.0))
+    pool.setup_queue(policy_spec={"driftGraceSeconds": 4})
+    other = pool.tenant("neighbour", outside_kueue=True)
+    busy = {**serving_annotations(cls="interactive", slo_ms=20), "sovereignspec.io/sim-request-rate": "20"}
+    client.CoreV1Api(pool.api).create_namespaced_pod(
+        other,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "engine", "annotations": busy},
+            "spec": {
+                "nodeSelector": {"kubernetes.io/hostname": node},
+                "containers": [
+                    {
+                        "name": "vllm",
+                        "image": "vllm/vllm-openai:v0.33.0",
+                        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                    }
+                ],
+            },
+        },
+    )
+    running_pods(pool, other)
+    stack.prometheus.wait_for(
+        f"sum(rate(vllm:request_time_per_output_token_seconds_count"
+        f'{{namespace="{other}",pod="engine"}}[30s])) > 0',
+        timeout=90,
+    )
+    time.sleep(2)  # one operator telemetry refresh
+    ns = pool.tenant("harm")
+    pool.apply(job("chat", ns, serving_annotations(batch=4)))
+    decided(pool, ns)
+    assert _speculative(pool, ns) == "on", [
+        (d["status"]["reasons"], d["status"]["neighbours"]) for d in decisions(pool, ns)
+    ]
+    (d,) = decisions(pool, ns)
+    assert [n["pod"] for n in d["status"]["neighbours"]] == ["engine"], d["status"]
+
+    client.CoreV1Api(pool.api).patch_node(
+        node, {"metadata": {"annotations": {"sovereignspec.io/sim-base-load": "0.9999"}}}
+    )
+    cond = wait_until(
+        lambda: next(
+            (
+                c
+                for dd in decisions(pool, ns)
+                for c in (dd.get("status") or {}).get("conditions", [])
+                if c["type"] == "Drift" and c["reason"] == "NeighbourHarm"
+            ),
+            None,
+        ),
+        timeout=150,
+        what="Drift=True, reason NeighbourHarm",
+    )
+    assert str(cond["message"]).startswith("a co-located engine runs within the policy's safety"), cond
+    wait_until(lambda: _speculative(pool, ns) == "off", timeout=180, what="re-admission with speculation off")

@@ -207,8 +207,9 @@ def test_the_c6_ablation_decides_on_the_same_snapshot_without_the_neighbour_cond
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """`sovereignspec-no-neighbour-condition` hands decide() the snapshot `sovereignspec` gets (every SLO
-    annotation, every engine sample) and only switches the condition off in its Policies; the old
-    information ablation, `sovereignspec-neighbour-blind`, hides the SLOs and engines instead."""
+    annotation, every engine sample) and only switches the neighbour protection off: the condition in its
+    Policies, and the re-admission on neighbour harm in its SpeculationPolicy; the old information
+    ablation, `sovereignspec-neighbour-blind`, hides the SLOs and engines instead."""
     calls: list[tuple[ClusterSnapshot, Policies]] = []
     real = sovereign.decide
 
@@ -224,7 +225,13 @@ def test_the_c6_ablation_decides_on_the_same_snapshot_without_the_neighbour_cond
         simulate(sc, make_policy(name), 1)
         seen[name] = list(calls)
     (ours, ours_p), (fair, fair_p), (blind, blind_p) = (seen[n][0] for n in seen)
-    assert fair.model_dump() == ours.model_dump()  # the first decision: nothing has diverged yet
+    # The first decision: nothing has diverged yet, but for the ablation's reconfigureOnNeighbourHarm.
+    unprotected = [
+        sp.model_copy(update={"spec": sp.spec.model_copy(update={"reconfigure_on_neighbour_harm": False})})
+        for sp in ours.speculation_policies
+    ]
+    assert all(sp.spec.reconfigure_on_neighbour_harm for sp in ours.speculation_policies)
+    assert fair.model_dump() == ours.model_copy(update={"speculation_policies": unprotected}).model_dump()
     assert ours_p.neighbour_condition and not fair_p.neighbour_condition
     assert all(not p.neighbour_condition for _, p in seen["sovereignspec-no-neighbour-condition"])
     for snap, _ in seen["sovereignspec-no-neighbour-condition"]:
@@ -232,7 +239,12 @@ def test_the_c6_ablation_decides_on_the_same_snapshot_without_the_neighbour_cond
         assert all(ANNOTATION_TPOT_SLO_MS in p.annotations for p in snap.pods)
     assert blind_p.neighbour_condition and blind.telemetry is not None and not blind.telemetry.engines
     assert not any(ANNOTATION_TPOT_SLO_MS in p.annotations for p in blind.pods)
-    assert fair_p == replace(ours_p, neighbour_condition=False, sovereignty=fair_p.sovereignty)
+    assert fair_p == replace(
+        ours_p,
+        speculation=ours_p.speculation.model_copy(update={"reconfigure_on_neighbour_harm": False}),
+        neighbour_condition=False,
+        sovereignty=fair_p.sovereignty,
+    )
 
 
 def test_the_simulator_reads_the_policys_telemetry_window() -> None:
