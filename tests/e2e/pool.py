@@ -382,6 +382,30 @@ def pods(pool: Pool, namespace: str) -> list[client.V1Pod]:
     return list(client.CoreV1Api(pool.api).list_namespaced_pod(namespace).items)
 
 
+def neighbour_engine(pool: Pool, namespace: str, node: str, annotations: dict[str, str]) -> None:
+    """A one-GPU serving engine pinned to `node`, in a namespace outside Kueue (`Pool.tenant(...,
+    outside_kueue=True)`): a neighbour already serving when the workload under test arrives."""
+    client.CoreV1Api(pool.api).create_namespaced_pod(
+        namespace,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "engine", "annotations": annotations},
+            "spec": {
+                "nodeSelector": {"kubernetes.io/hostname": node},
+                "containers": [
+                    {
+                        "name": "vllm",
+                        "image": "vllm/vllm-openai:v0.33.0",
+                        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                    }
+                ],
+            },
+        },
+    )
+    running_pods(pool, namespace)
+
+
 def running_pods(pool: Pool, namespace: str, count: int = 1) -> list[client.V1Pod]:
     """Pods bound and started (Running, or already Succeeded if KWOK completed them)."""
 

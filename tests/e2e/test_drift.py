@@ -16,8 +16,8 @@ from tests.e2e.pool import (
     decided,
     decisions,
     job,
+    neighbour_engine,
     our_entry,
-    running_pods,
     serving_annotations,
     workloads,
 )
@@ -114,25 +114,7 @@ def test_a_neighbour_pushed_to_its_slo_after_admission_readmits_without_reconfig
     pool.setup_queue(policy_spec={"driftGraceSeconds": 4})
     other = pool.tenant("neighbour", outside_kueue=True)
     busy = {**serving_annotations(cls="interactive", slo_ms=20), "sovereignspec.io/sim-request-rate": "20"}
-    client.CoreV1Api(pool.api).create_namespaced_pod(
-        other,
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "engine", "annotations": busy},
-            "spec": {
-                "nodeSelector": {"kubernetes.io/hostname": node},
-                "containers": [
-                    {
-                        "name": "vllm",
-                        "image": "vllm/vllm-openai:v0.33.0",
-                        "resources": {"limits": {"nvidia.com/gpu": "1"}},
-                    }
-                ],
-            },
-        },
-    )
-    running_pods(pool, other)
+    neighbour_engine(pool, other, node, busy)
     stack.prometheus.wait_for(
         f"sum(rate(vllm:request_time_per_output_token_seconds_count"
         f'{{namespace="{other}",pod="engine"}}[30s])) > 0',

@@ -6,7 +6,6 @@ import json
 import time
 
 import pytest
-from kubernetes import client
 
 from tests.e2e.conftest import Stack
 from tests.e2e.pool import (
@@ -15,8 +14,8 @@ from tests.e2e.pool import (
     decided,
     decisions,
     job,
+    neighbour_engine,
     our_entry,
-    running_pods,
     serving_annotations,
 )
 
@@ -76,28 +75,9 @@ def test_neighbour_at_its_slo_blocks_speculation(stack: Stack, pool: Pool) -> No
     # 20 ms floor applies to its claim (issue 14: a tenant's own claim cannot switch neighbours off).
     other = pool.tenant("neighbour", outside_kueue=True)
     pool.sovereignty("tight-slo", {"tenants": [other], "limits": {"minTpotSloMs": 0.5}})
-    core = client.CoreV1Api(pool.api)
-    core.create_namespaced_pod(
-        other,
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            # Already over its SLO from the start: 1 ms per token is far below what any engine gets, so
-            # there is no margin for anybody's verification tokens, whatever TPOT window the operator reads.
-            "metadata": {"name": "engine", "annotations": serving_annotations(cls="interactive", slo_ms=1)},
-            "spec": {
-                "nodeSelector": {"kubernetes.io/hostname": node},
-                "containers": [
-                    {
-                        "name": "vllm",
-                        "image": "vllm/vllm-openai:v0.33.0",
-                        "resources": {"limits": {"nvidia.com/gpu": "1"}},
-                    }
-                ],
-            },
-        },
-    )
-    running_pods(pool, other)
+    # Already over its SLO from the start: 1 ms per token is far below what any engine gets, so there is
+    # no margin for anybody's verification tokens, whatever TPOT window the operator reads.
+    neighbour_engine(pool, other, node, serving_annotations(cls="interactive", slo_ms=1))
     series = stack.prometheus.wait_for(
         f"histogram_quantile(0.9, sum by (le) (rate(vllm:request_time_per_output_token_seconds_bucket"
         f'{{namespace="{other}",pod="engine"}}[30s]))) > 0.001',  # seconds: over the 1 ms SLO
