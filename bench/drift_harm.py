@@ -7,7 +7,9 @@ with speculation off (`pol.Replay`). Re-admissions are the simulator's count
         --policy sovereignspec+reconfigureOnNeighbourHarm=false --policy sovereignspec \
         POOL.yaml ... > out.json
 
-Prints one JSON object: {pool: {policy: {"goodput": [...], "windows": [...], "readmissions": [...]}}},
+Prints one JSON object: {pool: {policy: {"goodput": [...], "windows": [...], "readmissions": [...],
+"windowsAtOrAboveFloor": [...]}}} (the last: the windows of engines whose SLO is at least the default
+`minTpotSloMs`, the floor every decision reads a lower claim as),
 and a summary per policy on stderr (windows in all, runs with a window, max; the paired goodput change
 of each policy against the first, mean of the pools' mean changes with a 95 % t-interval over pools).
 """
@@ -22,28 +24,29 @@ from typing import Any
 
 import numpy as np
 
+from sovereignspec.api.speculation_policy import SpeculationPolicySpec
 from sovereignspec.evidence import policies as pol
-from sovereignspec.evidence.metrics import goodput, violations_caused
+from sovereignspec.evidence.metrics import goodput, violations_caused, windows
 from sovereignspec.evidence.pools import STANDARD_POOLS, load_pool, standard_pool
 from sovereignspec.evidence.sim import simulate
 from sovereignspec.evidence.stats import mean_ci
 from sovereignspec.evidence.suite import make_policy
 
 
-def _one(args: tuple[str, str, int]) -> tuple[str, str, int, float, int, int]:
+def _one(args: tuple[str, str, int]) -> tuple[str, str, int, float, int, int, int]:
     pool, name, seed = args
     sc = (standard_pool(pool) if pool in STANDARD_POOLS else load_pool(pool)).scenario()
     policy = make_policy(name)
     s = simulate(sc, policy, seed)
     plain = simulate(sc, pol.Replay(s.placement.max(axis=0)), seed)
-    return (
-        sc.name,
-        name,
-        seed,
-        goodput(s),
-        violations_caused(s, plain).windows,
-        getattr(policy, "reconfigurations", 0),
-    )
+    # The windows of engines whose SLO is at least the policy's minTpotSloMs: a lower claim counts as
+    # that floor in every decision (issue 14), so a window against it is not one the policy guards.
+    tp, own, others = windows(s)
+    tp0, _, _ = windows(plain)
+    caused = (tp > s.slo[None, :]) & ~(tp0 > s.slo[None, :]) & others & ~own & (tp > 0)
+    guarded = int(caused[:, s.slo >= SpeculationPolicySpec().min_tpot_slo_ms / 1000.0].sum())
+    readmitted = getattr(policy, "reconfigurations", 0)
+    return sc.name, name, seed, goodput(s), violations_caused(s, plain).windows, readmitted, guarded
 
 
 def main() -> int:
@@ -56,16 +59,18 @@ def main() -> int:
     jobs = [(p, n, s) for p in a.pools for n in a.policy for s in range(1, a.seeds + 1)]
     out: dict[str, dict[str, dict[str, list[Any]]]] = {}
     with ProcessPoolExecutor(a.jobs) as ex:
-        for pool, name, _seed, gp, win, re in ex.map(_one, jobs, chunksize=2):
+        for pool, name, _seed, gp, win, re, guarded in ex.map(_one, jobs, chunksize=2):
             row = out.setdefault(pool, {}).setdefault(
-                name, {"goodput": [], "windows": [], "readmissions": []}
+                name, {"goodput": [], "windows": [], "readmissions": [], "windowsAtOrAboveFloor": []}
             )
             row["goodput"].append(gp)
             row["windows"].append(win)
             row["readmissions"].append(re)
+            row["windowsAtOrAboveFloor"].append(guarded)
     ref = a.policy[0]
     for name in a.policy:
         wins = [w for p in out.values() for w in p[name]["windows"]]
+        above = [w for p in out.values() for w in p[name]["windowsAtOrAboveFloor"]]
         res = sum(r for p in out.values() for r in p[name]["readmissions"])
         gains = [
             float(np.mean(np.array(p[name]["goodput"]) / np.array(p[ref]["goodput"]) - 1.0))
@@ -76,7 +81,7 @@ def main() -> int:
         better = sum(g > 1e-9 for g in gains)
         print(
             f"{name:60s} windows {sum(wins):4d} in {sum(w > 0 for w in wins):3d} of {len(wins)} runs "
-            f"(max {max(wins)}); "
+            f"(max {max(wins)}; against SLOs at or above minTpotSloMs: {sum(above)}, max {max(above)}); "
             f"re-admissions {res}; goodput vs {ref}: {m * 100:+.2f} % [{lo * 100:+.2f}, {hi * 100:+.2f}] "
             f"({better} pools better, {worse} worse)",
             file=sys.stderr,
