@@ -26,7 +26,7 @@ import numpy as np
 
 from sovereignspec.api.speculation_policy import SpeculationPolicySpec
 from sovereignspec.evidence import policies as pol
-from sovereignspec.evidence.metrics import goodput, violations_caused, windows
+from sovereignspec.evidence.metrics import caused_windows, goodput
 from sovereignspec.evidence.pools import STANDARD_POOLS, load_pool, standard_pool
 from sovereignspec.evidence.sim import simulate
 from sovereignspec.evidence.stats import mean_ci
@@ -41,12 +41,10 @@ def _one(args: tuple[str, str, int]) -> tuple[str, str, int, float, int, int, in
     plain = simulate(sc, pol.Replay(s.placement.max(axis=0)), seed)
     # The windows of engines whose SLO is at least the policy's minTpotSloMs: a lower claim counts as
     # that floor in every decision (issue 14), so a window against it is not one the policy guards.
-    tp, own, others = windows(s)
-    tp0, _, _ = windows(plain)
-    caused = (tp > s.slo[None, :]) & ~(tp0 > s.slo[None, :]) & others & ~own & (tp > 0)
+    caused = caused_windows(s, plain)
     guarded = int(caused[:, s.slo >= SpeculationPolicySpec().min_tpot_slo_ms / 1000.0].sum())
     readmitted = getattr(policy, "reconfigurations", 0)
-    return sc.name, name, seed, goodput(s), violations_caused(s, plain).windows, readmitted, guarded
+    return sc.name, name, seed, goodput(s), int(caused.sum()), readmitted, guarded
 
 
 def main() -> int:

@@ -52,11 +52,17 @@ class Violations:
     neighbours: int  # distinct engines harmed
 
 
-def violations_caused(sim: Simulation, plain: Simulation) -> Violations:
+def caused_windows(sim: Simulation, plain: Simulation) -> Any:
+    """[W, E]: engine e's window w is over its SLO beside a speculating engine, plain itself, and not over
+    it in `plain` (the same placements with speculation off)."""
     tp, own, others = windows(sim)
     tp0, _, _ = windows(plain)
     slo = sim.slo[None, :]
-    caused = (tp > slo) & ~(tp0 > slo) & others & ~own & (tp > 0)
+    return (tp > slo) & ~(tp0 > slo) & others & ~own & (tp > 0)
+
+
+def violations_caused(sim: Simulation, plain: Simulation) -> Violations:
+    caused = caused_windows(sim, plain)
     return Violations(int(caused.sum()), int(caused.any(axis=0).sum()))
 
 

@@ -20,7 +20,8 @@ from sovereignspec.policy.decision import DRIFT
 from sovereignspec.policy.drift import UNKNOWN, DriftResult, evaluate_drift, k_at
 
 NEIGHBOUR_HARM = "NeighbourHarm"
-"""The Drift condition's reason when the neighbour-SLO condition cuts the admitted budget."""
+"""The Drift condition's reason for neighbour harm (`DriftResult.neighbour_harm`): the budget is cut while
+an SLO-bound engine on the workload's GPUs runs within `safety` of its SLO."""
 
 __all__ = [
     "DRIFT",

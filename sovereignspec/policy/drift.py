@@ -95,6 +95,10 @@ class DriftResult:
         cut lasts."""
         if not harm_on_record or self.neighbour_harm or not (self.drifted and self.cut):
             return self
+        return self.harmed()
+
+    def harmed(self) -> DriftResult:
+        """This verdict as neighbour harm, and its message saying so."""
         return replace(self, neighbour_harm=True, message=f"{HARM_PREFIX}{self.message}")
 
 
@@ -223,7 +227,7 @@ def evaluate_drift(
         why = configs_message(node, admitted, current)
     result = _verdict(wl, policies.speculation, fresh.speedup_by_k, admitted, current, why)
     if result.drifted and result.cut and fresh.state == "Ready" and _near_slo(fresh, policies.speculation):
-        result = replace(result, neighbour_harm=True, message=f"{HARM_PREFIX}{result.message}")
+        result = result.harmed()
     return result
 
 

@@ -87,17 +87,7 @@ def test_saturation_after_admission_is_drift(stack: Stack, pool: Pool, reconfigu
         assert entry["podSetUpdates"][0] == first  # untouched while Ready
         return
 
-    def replanned() -> bool:
-        (w,) = workloads(pool, ns)
-        e = our_entry(w, pool.name) or {}
-        ups = e.get("podSetUpdates") or []
-        return (
-            e.get("state") == "Ready"
-            and bool(ups)
-            and ups[0]["labels"]["sovereignspec.io/speculative"] == "off"
-        )
-
-    wait_until(replanned, timeout=180, what="re-admission with speculation off")
+    wait_until(lambda: _speculative(pool, ns) == "off", timeout=180, what="re-admission with speculation off")
     (d,) = decisions(pool, ns)
     assert d["status"]["mode"] == "off"
 
@@ -133,18 +123,7 @@ def test_a_neighbour_pushed_to_its_slo_after_admission_readmits_without_reconfig
     client.CoreV1Api(pool.api).patch_node(
         node, {"metadata": {"annotations": {"sovereignspec.io/sim-base-load": "0.9999"}}}
     )
-    cond = wait_until(
-        lambda: next(
-            (
-                c
-                for dd in decisions(pool, ns)
-                for c in (dd.get("status") or {}).get("conditions", [])
-                if c["type"] == "Drift" and c["reason"] == "NeighbourHarm"
-            ),
-            None,
-        ),
-        timeout=150,
-        what="Drift=True, reason NeighbourHarm",
-    )
-    assert str(cond["message"]).startswith("a co-located engine runs within the policy's safety"), cond
+    harm = "a co-located engine runs within the policy's safety"
+    cond = wait_until(lambda: _drift(pool, ns, harm), timeout=150, what="Drift=True, neighbour harm")
+    assert cond["reason"] == "NeighbourHarm" and str(cond["message"]).startswith(harm), cond
     wait_until(lambda: _speculative(pool, ns) == "off", timeout=180, what="re-admission with speculation off")
