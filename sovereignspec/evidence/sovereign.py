@@ -3,9 +3,11 @@ telemetry only, handed to the real `sovereignspec.policy.decide.decide()`.
 
 Telemetry the policy sees (what Prometheus would answer to the policy's queries), 15 s old and over the
 policy's `telemetry.window` (default 2m), as every built-in query reads it: DCGM tensor-active averaged
-and vLLM TPOT averaged, each with noise, and spec-decode counters summed per engine (per-position up to
-the k the engine ran); `num_requests_running` 15 s old. Until session 22 the windows were fixed at 30 s,
-60 s and 120 s whatever the policy said (docs/evidence.md, "The telemetry window").
+and vLLM TPOT at the policy's `tpotQuantile` of the per-request histogram (`evidence/tpot_reading`; the
+token-weighted mean until session 31), each with noise, and spec-decode counters summed per engine
+(per-position up to the k the engine ran); `num_requests_running` 15 s old. Until session 22 the
+windows were fixed at 30 s, 60 s and 120 s whatever the policy said (docs/evidence.md, "The telemetry
+window").
 As in the operator with its defaults (`reconfigureOnNeighbourHarm: true`, `reconfigureOnDrift: false`),
 the simulator runs the operator's drift rule itself (`sovereignspec.policy.drift.evaluate_drift`, the
 function the operator's sweep calls): every DRIFT_PERIOD_S, for each admitted subject, on the cluster
@@ -46,8 +48,10 @@ from sovereignspec.api.meta import (
 from sovereignspec.api.sovereignty_policy import SovereigntyPolicy, SovereigntyPolicySpec
 from sovereignspec.api.speculation_decision import SpeculationDecision
 from sovereignspec.api.speculation_policy import SpeculationPolicy, SpeculationPolicySpec
+from sovereignspec.api.telemetry_spec import TelemetrySpec
 from sovereignspec.evidence.policies import Scheduled, gpu_on_node, spread_place
 from sovereignspec.evidence.sim import FloatArray, IntArray, Simulation
+from sovereignspec.evidence.tpot_reading import REQUEST_S, tpot_as_read
 from sovereignspec.evidence.truth import GPU_TYPES, TARGET
 from sovereignspec.model.cluster import AdmissionCheckInfo, ClusterSnapshot, NodeInfo, PodInfo
 from sovereignspec.model.telemetry import AcceptanceSample, EngineSample, GpuSample, PodRef, TelemetrySnapshot
@@ -81,6 +85,7 @@ def observe(
     tick: int,
     window_s: float,
     *,
+    tpot_quantile: float = TelemetrySpec().tpot_quantile,
     engines_visible: bool = True,
     acceptance_visible: bool = True,
 ) -> TelemetrySnapshot:
@@ -91,6 +96,7 @@ def observe(
     rng = np.random.default_rng([sim.seed, 3, tick])
     ref = max(0, tick - round(LAG_S / dt))
     w_gpu = w_tpot = w_acc = slice(max(0, ref - max(1, round(window_s / dt)) + 1), ref + 1)
+    request_ticks = max(1, round(REQUEST_S / dt))
     placed = sim.placement[ref] if tick > 0 else sim.gpu_of
     gpus = []
     for j, g in enumerate(sim.gpus):
@@ -110,14 +116,15 @@ def observe(
     for e, eng in enumerate(sim.sc.engines):
         if placed[e] < 0 or not sim.active[w_tpot, e].any():
             continue
-        tok = sim.tokens[w_tpot, e]
-        tpot = float((sim.tpot[w_tpot, e] * tok).sum() / max(tok.sum(), 1e-9))
+        life = slice(max(0, w_tpot.start - request_ticks + 1), w_tpot.stop)
+        history, window = (sim.tpot[life, e], sim.tokens[life, e]), w_tpot.stop - w_tpot.start
+        tpot = tpot_as_read(*history, window, request_ticks, tpot_quantile)
         noise = rng.normal(0, TPOT_NOISE)  # drawn either way: the noise stream stays the same
+        read = max(1e-4, tpot * (1.0 + noise)) if np.isfinite(tpot) else None  # NaN quantile: missing
         if engines_visible:
             engines.append(
                 EngineSample(namespace=eng.tenant, pod=eng.name, model_name=TARGET.name,
-                             tpot_seconds=max(1e-4, tpot * (1.0 + noise)), running=float(sim.batch[ref, e]),
-                             waiting=0.0)
+                             tpot_seconds=read, running=float(sim.batch[ref, e]), waiting=0.0)
             )  # fmt: skip
         drafts = float(sim.drafts[w_acc, e].sum())
         if eng.draft is not None and drafts > 0 and acceptance_visible:
@@ -188,6 +195,7 @@ def snapshot(
             sim,
             tick,
             policy.telemetry.window_seconds,
+            tpot_quantile=policy.telemetry.tpot_quantile,
             engines_visible=neighbours_visible,
             acceptance_visible=acceptance_visible,
         ),

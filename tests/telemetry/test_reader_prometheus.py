@@ -10,11 +10,11 @@ import pytest
 
 from sovereignspec.api.telemetry_spec import QueryOverrides, TelemetrySpec
 from sovereignspec.model.telemetry import TelemetrySnapshot
+from sovereignspec.model.tpot_histogram import TPOT_BUCKETS
 from sovereignspec.telemetry.annotations import identities_from_pods
 from sovereignspec.telemetry.queries import Query
 from sovereignspec.telemetry.reader import PrometheusReader
 from sovereignspec.telemetry.sim.scenario import Override
-from sovereignspec.telemetry.sim.simulator import TPOT_BUCKETS
 from tests.support import set_overrides
 from tests.telemetry.conftest import Stack, pod_dicts
 from tests.telemetry.promproc import PrometheusProcess

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-from sovereignspec.telemetry.sim.simulator import TPOT_BUCKETS, Device, Engine, Simulator
+from sovereignspec.model.tpot_histogram import TPOT_BUCKETS
+from sovereignspec.telemetry.sim.simulator import Device, Engine, Simulator
 
 _DCGM = {
     "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "Ratio of cycles the tensor (HMMA) pipe is active.",

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from sovereignspec.model.tpot_histogram import REQUEST_TPOT_JITTER, TPOT_BUCKETS
 from sovereignspec.telemetry.sim.loadmodel import engine_load, expected_length
 from sovereignspec.telemetry.sim.scenario import (
     AcceptanceCurve,
@@ -32,29 +33,6 @@ SPECULATIVE_CONFIG = "sovereignspec.io/speculative-config"
 TARGET_MODEL = "sovereignspec.io/target-model"
 DRAFT_MODEL = "sovereignspec.io/draft-model"
 SPEC_METHOD = "sovereignspec.io/spec-method"
-# vLLM's buckets for request_time_per_output_token_seconds.
-TPOT_BUCKETS = (
-    0.01,
-    0.025,
-    0.05,
-    0.075,
-    0.1,
-    0.15,
-    0.2,
-    0.3,
-    0.4,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    7.5,
-    10.0,
-    20.0,
-    40.0,
-    80.0,
-)
-TPOT_JITTER = 0.08  # log-normal sigma of one request's TPOT around the engine's current TPOT
 _UUID_NS = uuidlib.UUID("5b0c3f7e-5e2a-4c1d-9a51-0d6f0e7c2a11")
 
 
@@ -401,7 +379,7 @@ class Simulator:
             e.generation_tokens += float(tokens[i])
             c = int(completions[i])
             if c:
-                obs = e.tpot * np.exp(rng.normal(0.0, TPOT_JITTER, size=c))
+                obs = e.tpot * np.exp(rng.normal(0.0, REQUEST_TPOT_JITTER, size=c))
                 e.hist += np.bincount(np.searchsorted(bounds, obs, side="left"), minlength=len(bounds) + 1)
                 e.hist_sum += float(obs.sum())
             k = int(ks[i])

@@ -1,0 +1,51 @@
+"""An engine's TPOT as the operator's default query reads it, from the simulator's per-tick history.
+
+The operator asks Prometheus for `histogram_quantile(tpotQuantile, rate(...request_time_per_output_token
+_seconds_bucket[window]))`: one observation per finished request, each the mean TPOT over that request's
+decode, in vLLM's buckets, interpolated linearly inside one. Here a request finishing at a tick has
+decoded for the REQUEST_S before it (its TPOT is the token-weighted mean over those ticks), requests
+finish in proportion to the tokens made, and each request's TPOT spreads log-normally around that mean
+(`REQUEST_TPOT_JITTER`, as in the telemetry simulator). The expected bucket counts are read with
+Prometheus's interpolation (`histogram_quantile`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import ndtr
+
+from sovereignspec.evidence.sim import FloatArray
+from sovereignspec.model.tpot_histogram import REQUEST_TPOT_JITTER, TPOT_BUCKETS, histogram_quantile
+
+REQUEST_S = 10.0
+"""Decode time of one request (a 250-token answer at 40 ms per token)."""
+
+_LOG_BOUNDS = np.log(np.asarray(TPOT_BUCKETS))
+
+
+def request_tpots(tpot: FloatArray, tokens: FloatArray, request_ticks: int) -> FloatArray:
+    """Per tick, the TPOT of a request finishing then: the token-weighted mean over the `request_ticks`
+    ticks up to it (fewer at the start of the history; NaN where no token was made)."""
+    c_tok = np.concatenate(([0.0], np.cumsum(tokens)))
+    c_tt = np.concatenate(([0.0], np.cumsum(tpot * tokens)))
+    end = np.arange(1, len(tokens) + 1)
+    start = np.maximum(end - request_ticks, 0)
+    made = c_tok[end] - c_tok[start]
+    out = np.full(len(tokens), np.nan)
+    np.divide(c_tt[end] - c_tt[start], made, out=out, where=made > 0)
+    return out
+
+
+def tpot_as_read(
+    tpot: FloatArray, tokens: FloatArray, window_ticks: int, request_ticks: int, q: float
+) -> float:
+    """The q-quantile Prometheus gives over the last `window_ticks` of the history (`tpot`, `tokens` per
+    tick; earlier ticks give the first requests their whole life). NaN when no request finished."""
+    per_request = request_tpots(tpot, tokens, request_ticks)[-window_ticks:]
+    weight = tokens[-window_ticks:]
+    seen = (weight > 0) & np.isfinite(per_request) & (per_request > 0)
+    if not seen.any():
+        return float("nan")
+    z = (_LOG_BOUNDS[None, :] - np.log(per_request[seen])[:, None]) / REQUEST_TPOT_JITTER
+    cumulative = weight[seen] @ ndtr(z)
+    return histogram_quantile(q, TPOT_BUCKETS, np.append(cumulative, weight[seen].sum()))
