@@ -51,7 +51,7 @@ from sovereignspec.api.speculation_policy import SpeculationPolicy, SpeculationP
 from sovereignspec.api.telemetry_spec import TelemetrySpec
 from sovereignspec.evidence.policies import Scheduled, gpu_on_node, spread_place
 from sovereignspec.evidence.sim import FloatArray, IntArray, Simulation
-from sovereignspec.evidence.tpot_reading import REQUEST_S, tpot_as_read
+from sovereignspec.evidence.tpot_reading import REQUEST_S, peak_mean_as_read, tpot_as_read
 from sovereignspec.evidence.truth import GPU_TYPES, TARGET
 from sovereignspec.model.cluster import AdmissionCheckInfo, ClusterSnapshot, NodeInfo, PodInfo
 from sovereignspec.model.telemetry import AcceptanceSample, EngineSample, GpuSample, PodRef, TelemetrySnapshot
@@ -85,7 +85,7 @@ def observe(
     tick: int,
     window_s: float,
     *,
-    tpot_quantile: float = TelemetrySpec().tpot_quantile,
+    telemetry: TelemetrySpec | None = None,
     engines_visible: bool = True,
     acceptance_visible: bool = True,
 ) -> TelemetrySnapshot:
@@ -97,6 +97,8 @@ def observe(
     ref = max(0, tick - round(LAG_S / dt))
     w_gpu = w_tpot = w_acc = slice(max(0, ref - max(1, round(window_s / dt)) + 1), ref + 1)
     request_ticks = max(1, round(REQUEST_S / dt))
+    reading = telemetry or TelemetrySpec()
+    peak_ticks = max(1, round(reading.tpot_peak_seconds / dt))
     placed = sim.placement[ref] if tick > 0 else sim.gpu_of
     gpus = []
     for j, g in enumerate(sim.gpus):
@@ -118,7 +120,10 @@ def observe(
             continue
         life = slice(max(0, w_tpot.start - request_ticks + 1), w_tpot.stop)
         history, window = (sim.tpot[life, e], sim.tokens[life, e]), w_tpot.stop - w_tpot.start
-        tpot = tpot_as_read(*history, window, request_ticks, tpot_quantile)
+        if reading.tpot_statistic == "PeakMean":
+            tpot = peak_mean_as_read(*history, window, request_ticks, peak_ticks)
+        else:
+            tpot = tpot_as_read(*history, window, request_ticks, reading.tpot_quantile)
         noise = rng.normal(0, TPOT_NOISE)  # drawn either way: the noise stream stays the same
         read = max(1e-4, tpot * (1.0 + noise)) if np.isfinite(tpot) else None  # NaN quantile: missing
         if engines_visible:
@@ -195,7 +200,7 @@ def snapshot(
             sim,
             tick,
             policy.telemetry.window_seconds,
-            tpot_quantile=policy.telemetry.tpot_quantile,
+            telemetry=policy.telemetry,
             engines_visible=neighbours_visible,
             acceptance_visible=acceptance_visible,
         ),

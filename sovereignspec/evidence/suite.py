@@ -85,8 +85,9 @@ def make_policy(name: str) -> Policy:
 
 
 def _variant(name: str) -> Policy:
-    """`sovereignspec+alphaQuantile=0.5,placement=Throughput`: the default policy with SpeculationPolicy
-    spec fields overridden (camelCase, YAML values), for experiments (docs/decision.md)."""
+    """`sovereignspec+alphaQuantile=0.5,telemetry.tpotStatistic=PeakMean`: the default policy with
+    SpeculationPolicy spec fields overridden (camelCase, dotted into sections, YAML values), for
+    experiments (docs/decision.md)."""
     import yaml
 
     fields: dict[str, Any] = {}
@@ -94,7 +95,11 @@ def _variant(name: str) -> Policy:
         key, sep, value = part.partition("=")
         if not sep or not key:
             raise ValueError(f"policy {name!r}: expected KEY=VALUE, got {part!r}")
-        fields[key] = yaml.safe_load(value)
+        *sections, leaf = key.split(".")
+        into = fields
+        for section in sections:
+            into = into.setdefault(section, {})
+        into[leaf] = yaml.safe_load(value)
     return SovereignSpec(SpeculationPolicySpec.model_validate(fields), name=name)
 
 

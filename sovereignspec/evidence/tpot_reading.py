@@ -49,3 +49,23 @@ def tpot_as_read(
     z = (_LOG_BOUNDS[None, :] - np.log(per_request[seen])[:, None]) / REQUEST_TPOT_JITTER
     cumulative = weight[seen] @ ndtr(z)
     return histogram_quantile(q, TPOT_BUCKETS, np.append(cumulative, weight[seen].sum()))
+
+
+def peak_mean_as_read(
+    tpot: FloatArray, tokens: FloatArray, window_ticks: int, request_ticks: int, sub_ticks: int
+) -> float:
+    """The highest mean request TPOT over `sub_ticks`-long spans ending every `sub_ticks // 2` ticks in the
+    last `window_ticks` (Prometheus: `max_over_time((rate(_sum[P]) / rate(_count[P]))[window:P/2])`;
+    requests finish in proportion to tokens). NaN when no request finished."""
+    per_request = request_tpots(tpot, tokens, request_ticks)
+    made = np.where(np.isfinite(per_request), tokens, 0.0)
+    c_tok = np.concatenate(([0.0], np.cumsum(made)))
+    c_tt = np.concatenate(([0.0], np.cumsum(np.nan_to_num(per_request) * made)))
+    n = len(tokens)
+    ends = np.arange(n, max(n - window_ticks, 0), -max(1, sub_ticks // 2))
+    starts = np.maximum(ends - sub_ticks, 0)
+    finished = c_tok[ends] - c_tok[starts]
+    seen = finished > 0
+    if not seen.any():
+        return float("nan")
+    return float(((c_tt[ends] - c_tt[starts])[seen] / finished[seen]).max())

@@ -31,9 +31,8 @@ class Query(StrEnum):
 
 
 def default_queries(spec: TelemetrySpec) -> dict[Query, str]:
-    """Built-in PromQL for every query, parameterised by the policy's window and TPOT quantile."""
+    """Built-in PromQL for every query, parameterised by the policy's window and TPOT statistic."""
     w = spec.window
-    q = spec.tpot_quantile
     return {
         # One series per (GPU, pod): time-sliced GPUs carry one series per pod, same value.
         Query.TENSOR_ACTIVE: (
@@ -43,10 +42,7 @@ def default_queries(spec: TelemetrySpec) -> dict[Query, str]:
         # When each GPU was last scraped: a smoothed value outlives its source by a window.
         Query.GPU_FRESHNESS: f"max by ({GPU_LABELS}) (timestamp(DCGM_FI_PROF_PIPE_TENSOR_ACTIVE))",
         # TPOT from the per-request histogram, not inter-token latency (distorted by speculation).
-        Query.TPOT: (
-            f"histogram_quantile({q}, sum by ({ENGINE_LABELS}, le) "
-            f"(rate(vllm:request_time_per_output_token_seconds_bucket[{w}])))"
-        ),
+        Query.TPOT: _tpot(spec),
         Query.RUNNING: f"sum by ({ENGINE_LABELS}, model_name) (vllm:num_requests_running)",
         Query.WAITING: f"sum by ({ENGINE_LABELS}, model_name) (vllm:num_requests_waiting)",
         Query.ENGINE_FRESHNESS: f"max by ({ENGINE_LABELS}) (timestamp(vllm:num_requests_running))",
@@ -61,6 +57,22 @@ def default_queries(spec: TelemetrySpec) -> dict[Query, str]:
             f"(increase(vllm:spec_decode_num_accepted_tokens_per_pos_total[{w}]))"
         ),
     }
+
+
+def _tpot(spec: TelemetrySpec) -> str:
+    """The TPOT query for the policy's `tpotStatistic` (api/telemetry_spec.py says why each)."""
+    hist = "vllm:request_time_per_output_token_seconds"
+    if spec.tpot_statistic == "Quantile":
+        return (
+            f"histogram_quantile({spec.tpot_quantile}, sum by ({ENGINE_LABELS}, le) "
+            f"(rate({hist}_bucket[{spec.window}])))"
+        )
+    span = round(spec.tpot_peak_seconds)
+    mean = (
+        f"sum by ({ENGINE_LABELS}) (rate({hist}_sum[{span}s])) "
+        f"/ sum by ({ENGINE_LABELS}) (rate({hist}_count[{span}s]))"
+    )
+    return f"max_over_time(({mean})[{spec.window}:{max(1, span // 2)}s])"
 
 
 def effective_queries(spec: TelemetrySpec) -> dict[Query, str]:

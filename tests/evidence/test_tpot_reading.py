@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 
 from sovereignspec.api.speculation_policy import SpeculationPolicySpec
+from sovereignspec.api.telemetry_spec import TelemetrySpec
 from sovereignspec.evidence import sovereign
 from sovereignspec.evidence.pools import standard_pool
 from sovereignspec.evidence.sim import simulate
 from sovereignspec.evidence.suite import make_policy
-from sovereignspec.evidence.tpot_reading import request_tpots, tpot_as_read
+from sovereignspec.evidence.tpot_reading import peak_mean_as_read, request_tpots, tpot_as_read
 from sovereignspec.model.tpot_histogram import TPOT_BUCKETS
 
 
@@ -35,6 +36,17 @@ def test_a_cycling_neighbour_reads_its_peaks_not_its_mean() -> None:
     assert tpot_as_read(tpot, tokens, 120, 10, 0.5) < tpot_as_read(tpot, tokens, 120, 10, 0.9)
 
 
+def test_peak_mean_reads_a_steady_engine_exactly_and_a_cycling_one_at_its_slow_spans() -> None:
+    """`PeakMean`: the highest mean over spans of `sub_ticks`; no bucket to interpolate in."""
+    assert peak_mean_as_read(np.full(150, 0.03), np.full(150, 100.0), 120, 10, 60) == pytest.approx(0.03)
+    t = np.arange(150)
+    tpot = np.where((t // 30) % 4 == 3, 0.048, 0.030)
+    tokens = 2.0 / tpot
+    short, long = (peak_mean_as_read(tpot, tokens, 120, 10, n) for n in (30, 60))
+    assert 0.030 < long < short < 0.048  # a longer span dilutes the 30 s slow phase
+    assert np.isnan(peak_mean_as_read(tpot, np.zeros(150), 120, 10, 30))
+
+
 def test_a_request_averages_the_steps_it_ran_through() -> None:
     tpot = np.array([0.01, 0.03, 0.03, 0.01])
     tokens = np.array([100.0, 0.0, 50.0, 100.0])
@@ -43,14 +55,20 @@ def test_a_request_averages_the_steps_it_ran_through() -> None:
     assert np.isnan(tpot_as_read(tpot, np.zeros(4), 2, 2, 0.9))  # no request finished: missing
 
 
-def test_the_simulator_reads_the_policys_tpot_quantile() -> None:
+def test_the_simulator_reads_the_policys_tpot_statistic() -> None:
     sc = standard_pool("mixed").scenario(("mps", 2e-3))
     sim = simulate(sc, make_policy("always-on"), 1)
     tick = sim.tensor.shape[0] - 1
-    median, p90 = (sovereign.observe(sim, tick, 120.0, tpot_quantile=q) for q in (0.5, 0.9))
+    median, p90 = (
+        sovereign.observe(sim, tick, 120.0, telemetry=TelemetrySpec(tpot_quantile=q)) for q in (0.5, 0.9)
+    )
     pairs = [(a.tpot_seconds, b.tpot_seconds) for a, b in zip(median.engines, p90.engines, strict=True)]
     assert pairs and all(a is not None and b is not None and a <= b for a, b in pairs)
     assert any(a < b for a, b in pairs)  # type: ignore[operator]
     spec = SpeculationPolicySpec.model_validate({"telemetry": {"tpotQuantile": 0.5}})
     assert sovereign.snapshot(sim, tick, spec).telemetry == median
     assert sovereign.snapshot(sim, tick, SpeculationPolicySpec()).telemetry == p90
+    peak = SpeculationPolicySpec.model_validate({"telemetry": {"tpotStatistic": "PeakMean"}})
+    read = sovereign.snapshot(sim, tick, peak).telemetry
+    assert read == sovereign.observe(sim, tick, 120.0, telemetry=peak.telemetry)
+    assert [e.tpot_seconds for e in read.engines] != [e.tpot_seconds for e in p90.engines]

@@ -12,7 +12,7 @@ from sovereignspec.api.telemetry_spec import QueryOverrides, TelemetrySpec
 from sovereignspec.model.telemetry import TelemetrySnapshot
 from sovereignspec.model.tpot_histogram import TPOT_BUCKETS
 from sovereignspec.telemetry.annotations import identities_from_pods
-from sovereignspec.telemetry.queries import Query
+from sovereignspec.telemetry.queries import Query, effective_queries
 from sovereignspec.telemetry.reader import PrometheusReader
 from sovereignspec.telemetry.sim.scenario import Override
 from tests.support import set_overrides
@@ -97,6 +97,21 @@ def test_reader_returns_the_simulator_state(stack: Stack) -> None:
     assert p2 == pytest.approx(0.70, abs=0.04)
     # Nothing else is missing than the idle pod's TPOT.
     assert [g.source for g in snap.missing] == ["tpot"], snap.missing
+
+
+def test_peak_mean_reads_a_steady_engine_at_its_tpot(stack: Stack) -> None:
+    """`PeakMean` reads the histogram's _sum over _count: a steady engine at its TPOT (the per-request
+    jitter averages out), where `Quantile` only lands somewhere in the bucket that holds it."""
+    spec = SPEC.model_copy(update={"tpot_statistic": "PeakMean"})
+    busy = {key: e for key, e in stack.sim.engines.items() if e.spec.request_rate > 0}
+    assert busy
+    # The subquery's steps are aligned to its resolution: wait for one with a rate behind it.
+    stack.prom.wait_for(effective_queries(spec)[Query.TPOT], min_series=len(busy))
+    snap = PrometheusReader(stack.prom.url, spec).snapshot(identities_from_pods(pod_dicts(stack.scenario)))
+    engines = {(e.namespace, e.pod): e for e in snap.engines}
+    for key, e in busy.items():
+        assert engines[key].tpot_seconds == pytest.approx(e.tpot, rel=0.1), key
+    assert all(engines[key].tpot_seconds is None for key in stack.sim.engines.keys() - busy.keys())
 
 
 def test_queries_per_refresh_are_fixed_and_cached(stack: Stack) -> None:

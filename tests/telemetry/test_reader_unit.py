@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 from sovereignspec.api.telemetry_spec import TelemetrySpec
 from sovereignspec.telemetry.gaps import GapCode
 from sovereignspec.telemetry.metrics import TelemetryMetrics
-from sovereignspec.telemetry.queries import Query
+from sovereignspec.telemetry.queries import Query, default_queries
 from sovereignspec.telemetry.reader import PrometheusReader
 from tests.telemetry.promproc import free_port
 
@@ -230,3 +230,14 @@ def test_answers_are_asked_for_uncompressed_unless_the_caller_says_otherwise(
     PrometheusReader(url, spec).refresh()
     PrometheusReader(url, spec, headers={"accept-encoding": "gzip"}).refresh()
     assert encodings == ["identity"] * len(Query) + ["gzip"] * len(Query), encodings
+
+
+def test_tpot_statistic_picks_the_query() -> None:
+    hist = "vllm:request_time_per_output_token_seconds"
+    quantile = default_queries(TelemetrySpec())[Query.TPOT]
+    assert quantile.startswith("histogram_quantile(0.9,") and f"{hist}_bucket[2m]" in quantile
+    peak = default_queries(TelemetrySpec(tpot_statistic="PeakMean"))[Query.TPOT]
+    assert f"rate({hist}_sum[60s])" in peak and f"rate({hist}_count[60s])" in peak
+    assert peak.endswith("[2m:30s])")
+    capped = default_queries(TelemetrySpec(tpot_statistic="PeakMean", window="30s"))[Query.TPOT]
+    assert "_sum[30s]" in capped and capped.endswith("[30s:15s])")  # the span never exceeds the window
