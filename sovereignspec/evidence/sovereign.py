@@ -3,8 +3,8 @@ telemetry only, handed to the real `sovereignspec.policy.decide.decide()`.
 
 Telemetry the policy sees (what Prometheus would answer to the policy's queries), 15 s old and over the
 policy's `telemetry.window` (default 2m), as every built-in query reads it: DCGM tensor-active averaged
-and vLLM TPOT at the policy's `tpotQuantile` of the per-request histogram (`evidence/tpot_reading`; the
-token-weighted mean until session 31), each with noise, and spec-decode counters summed per engine
+and vLLM TPOT as the policy's `tpotStatistic` reads the per-request histogram (`evidence/tpot_reading`;
+the token-weighted mean until session 31), each with noise, and spec-decode counters summed per engine
 (per-position up to the k the engine ran); `num_requests_running` 15 s old. Until session 22 the
 windows were fixed at 30 s, 60 s and 120 s whatever the policy said (docs/evidence.md, "The telemetry
 window").
@@ -83,9 +83,8 @@ def calibrated_policy(reconfigure_on_drift: bool = False) -> SpeculationPolicySp
 def observe(
     sim: Simulation,
     tick: int,
-    window_s: float,
+    telemetry: TelemetrySpec,
     *,
-    telemetry: TelemetrySpec | None = None,
     engines_visible: bool = True,
     acceptance_visible: bool = True,
 ) -> TelemetrySnapshot:
@@ -95,10 +94,9 @@ def observe(
     dt = sim.sc.dt_s
     rng = np.random.default_rng([sim.seed, 3, tick])
     ref = max(0, tick - round(LAG_S / dt))
-    w_gpu = w_tpot = w_acc = slice(max(0, ref - max(1, round(window_s / dt)) + 1), ref + 1)
+    w_gpu = w_tpot = w_acc = slice(max(0, ref - max(1, round(telemetry.window_seconds / dt)) + 1), ref + 1)
     request_ticks = max(1, round(REQUEST_S / dt))
-    reading = telemetry or TelemetrySpec()
-    peak_ticks = max(1, round(reading.tpot_peak_seconds / dt))
+    peak_ticks = max(1, round(telemetry.tpot_peak_seconds / dt))
     placed = sim.placement[ref] if tick > 0 else sim.gpu_of
     gpus = []
     for j, g in enumerate(sim.gpus):
@@ -120,10 +118,10 @@ def observe(
             continue
         life = slice(max(0, w_tpot.start - request_ticks + 1), w_tpot.stop)
         history, window = (sim.tpot[life, e], sim.tokens[life, e]), w_tpot.stop - w_tpot.start
-        if reading.tpot_statistic == "PeakMean":
+        if telemetry.tpot_statistic == "PeakMean":
             tpot = peak_mean_as_read(*history, window, request_ticks, peak_ticks)
         else:
-            tpot = tpot_as_read(*history, window, request_ticks, reading.tpot_quantile)
+            tpot = tpot_as_read(*history, window, request_ticks, telemetry.tpot_quantile)
         noise = rng.normal(0, TPOT_NOISE)  # drawn either way: the noise stream stays the same
         read = max(1e-4, tpot * (1.0 + noise)) if np.isfinite(tpot) else None  # NaN quantile: missing
         if engines_visible:
@@ -199,8 +197,7 @@ def snapshot(
         telemetry=observe(
             sim,
             tick,
-            policy.telemetry.window_seconds,
-            telemetry=policy.telemetry,
+            policy.telemetry,
             engines_visible=neighbours_visible,
             acceptance_visible=acceptance_visible,
         ),

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import ndtr
 
-from sovereignspec.evidence.sim import FloatArray
+from sovereignspec.evidence.sim import FloatArray, IntArray
 from sovereignspec.model.tpot_histogram import REQUEST_TPOT_JITTER, TPOT_BUCKETS, histogram_quantile
 
 REQUEST_S = 10.0
@@ -23,17 +23,24 @@ REQUEST_S = 10.0
 _LOG_BOUNDS = np.log(np.asarray(TPOT_BUCKETS))
 
 
+def _span_means(
+    values: FloatArray, weights: FloatArray, ends: IntArray, span: int
+) -> tuple[FloatArray, FloatArray]:
+    """Weighted means of `values` over the `span` ticks up to each of `ends` (exclusive indices; fewer at
+    the start), and the weight behind each (0: the mean is NaN)."""
+    c_w = np.concatenate(([0.0], np.cumsum(weights)))
+    c_vw = np.concatenate(([0.0], np.cumsum(values * weights)))
+    starts = np.maximum(ends - span, 0)
+    behind = c_w[ends] - c_w[starts]
+    means = np.full(len(ends), np.nan)
+    np.divide(c_vw[ends] - c_vw[starts], behind, out=means, where=behind > 0)
+    return means, behind
+
+
 def request_tpots(tpot: FloatArray, tokens: FloatArray, request_ticks: int) -> FloatArray:
     """Per tick, the TPOT of a request finishing then: the token-weighted mean over the `request_ticks`
     ticks up to it (fewer at the start of the history; NaN where no token was made)."""
-    c_tok = np.concatenate(([0.0], np.cumsum(tokens)))
-    c_tt = np.concatenate(([0.0], np.cumsum(tpot * tokens)))
-    end = np.arange(1, len(tokens) + 1)
-    start = np.maximum(end - request_ticks, 0)
-    made = c_tok[end] - c_tok[start]
-    out = np.full(len(tokens), np.nan)
-    np.divide(c_tt[end] - c_tt[start], made, out=out, where=made > 0)
-    return out
+    return _span_means(tpot, tokens, np.arange(1, len(tokens) + 1), request_ticks)[0]
 
 
 def tpot_as_read(
@@ -58,14 +65,8 @@ def peak_mean_as_read(
     last `window_ticks` (Prometheus: `max_over_time((rate(_sum[P]) / rate(_count[P]))[window:P/2])`;
     requests finish in proportion to tokens). NaN when no request finished."""
     per_request = request_tpots(tpot, tokens, request_ticks)
-    made = np.where(np.isfinite(per_request), tokens, 0.0)
-    c_tok = np.concatenate(([0.0], np.cumsum(made)))
-    c_tt = np.concatenate(([0.0], np.cumsum(np.nan_to_num(per_request) * made)))
+    finished = np.where(np.isfinite(per_request), tokens, 0.0)
     n = len(tokens)
     ends = np.arange(n, max(n - window_ticks, 0), -max(1, sub_ticks // 2))
-    starts = np.maximum(ends - sub_ticks, 0)
-    finished = c_tok[ends] - c_tok[starts]
-    seen = finished > 0
-    if not seen.any():
-        return float("nan")
-    return float(((c_tt[ends] - c_tt[starts])[seen] / finished[seen]).max())
+    means, behind = _span_means(np.nan_to_num(per_request), finished, ends, sub_ticks)
+    return float(means[behind > 0].max()) if (behind > 0).any() else float("nan")

@@ -17,6 +17,7 @@ import pytest
 
 from sovereignspec.api.meta import ANNOTATION_TPOT_SLO_MS
 from sovereignspec.api.speculation_policy import SpeculationPolicySpec
+from sovereignspec.api.telemetry_spec import TelemetrySpec
 from sovereignspec.cli.main import main
 from sovereignspec.evidence import sovereign
 from sovereignspec.evidence.calibration import PUBLISHED, fit, out_of_sample
@@ -255,7 +256,7 @@ def test_the_simulator_reads_the_policys_telemetry_window() -> None:
     sim = simulate(sc, make_policy("always-on"), 1)
     tick = sim.tensor.shape[0] - 1
     ref = tick - round(sovereign.LAG_S / sc.dt_s)
-    short, long = (sovereign.observe(sim, tick, w) for w in (30.0, 300.0))
+    short, long = (sovereign.observe(sim, tick, TelemetrySpec(window=w)) for w in ("30s", "300s"))
     for j, (a, b) in enumerate(zip(short.gpus, long.gpus, strict=True)):
         means = [sim.tensor[ref - round(w / sc.dt_s) + 1 : ref + 1, j].mean() for w in (30.0, 300.0)]
         if 0.0 < a.tensor_active < 1.0 and 0.0 < b.tensor_active < 1.0:  # same noise draw, not clipped
@@ -265,5 +266,5 @@ def test_the_simulator_reads_the_policys_telemetry_window() -> None:
     spec = SpeculationPolicySpec.model_validate({"telemetry": {"window": "30s"}})
     assert sovereign.snapshot(sim, tick, spec).telemetry == short
     assert sovereign.snapshot(sim, tick, SpeculationPolicySpec()).telemetry == sovereign.observe(
-        sim, tick, 120.0
+        sim, tick, TelemetrySpec()
     )

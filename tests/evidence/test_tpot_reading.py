@@ -59,9 +59,7 @@ def test_the_simulator_reads_the_policys_tpot_statistic() -> None:
     sc = standard_pool("mixed").scenario(("mps", 2e-3))
     sim = simulate(sc, make_policy("always-on"), 1)
     tick = sim.tensor.shape[0] - 1
-    median, p90 = (
-        sovereign.observe(sim, tick, 120.0, telemetry=TelemetrySpec(tpot_quantile=q)) for q in (0.5, 0.9)
-    )
+    median, p90 = (sovereign.observe(sim, tick, TelemetrySpec(tpot_quantile=q)) for q in (0.5, 0.9))
     pairs = [(a.tpot_seconds, b.tpot_seconds) for a, b in zip(median.engines, p90.engines, strict=True)]
     assert pairs and all(a is not None and b is not None and a <= b for a, b in pairs)
     assert any(a < b for a, b in pairs)  # type: ignore[operator]
@@ -70,5 +68,5 @@ def test_the_simulator_reads_the_policys_tpot_statistic() -> None:
     assert sovereign.snapshot(sim, tick, SpeculationPolicySpec()).telemetry == p90
     peak = SpeculationPolicySpec.model_validate({"telemetry": {"tpotStatistic": "PeakMean"}})
     read = sovereign.snapshot(sim, tick, peak).telemetry
-    assert read == sovereign.observe(sim, tick, 120.0, telemetry=peak.telemetry)
+    assert read == sovereign.observe(sim, tick, peak.telemetry)
     assert [e.tpot_seconds for e in read.engines] != [e.tpot_seconds for e in p90.engines]
