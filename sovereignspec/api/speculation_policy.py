@@ -261,8 +261,14 @@ class SpeculationPolicySpec(Model):
         default=120,
         ge=0,
         le=86400,
-        description="Drift must persist this long before the workload is re-admitted "
-        "(reconfigureOnDrift, reconfigureOnNeighbourHarm).",
+        description="Drift must persist this long before reconfigureOnDrift re-admits the workload.",
+    )
+    neighbour_harm_grace_seconds: int = Field(
+        default=0,
+        ge=0,
+        le=86400,
+        description="Drift that is neighbour harm must persist this long before reconfigureOnNeighbourHarm "
+        "re-admits the workload (0: at the drift sweep that finds it).",
     )
     retry_after_seconds: int = Field(default=60, ge=1, le=86400)
     telemetry: TelemetrySpec = TelemetrySpec()

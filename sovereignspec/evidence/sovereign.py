@@ -12,9 +12,10 @@ As in the operator with its defaults (`reconfigureOnNeighbourHarm: true`, `recon
 the simulator runs the operator's drift rule itself (`sovereignspec.policy.drift.evaluate_drift`, the
 function the operator's sweep calls): every DRIFT_PERIOD_S, for each admitted subject, on the cluster
 snapshot with its pods carrying the decision annotation (so the rule finds its own pods and takes their
-load out of their GPUs' tensor-active). As in the operator, a drift verdict must hold for the policy's
-`driftGraceSeconds` (checks in a row) and be one the policy re-admits on (neighbour harm, or any drift
-with `reconfigureOnDrift`) before the workload is re-admitted; then the engine restarts with the drift
+load out of their GPUs' tensor-active). As in the operator, a drift verdict must be one the policy
+re-admits on (neighbour harm, or any drift with `reconfigureOnDrift`), and the drift must have lasted the
+verdict's grace (`neighbourHarmGraceSeconds` for harm, `driftGraceSeconds` otherwise; checks in a row),
+before the workload is re-admitted; then the engine restarts with the drift
 check's schedule on the same node: RESTART_S without tokens (the operator answers drift with Retry:
 evict, re-admit, a new pod that reloads the model; the simulator keeps the node).
 

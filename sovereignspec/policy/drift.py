@@ -30,9 +30,10 @@ A smaller budget is *neighbour harm* when an SLO-bound engine on the GPUs the wo
 the policy's `safety` of its SLO, measured with our drafts running (m_j < safety). Harm is re-admitted on
 (`reconfigureOnNeighbourHarm`, on by default) even where drift alone is not (`reconfigureOnDrift`, off): a
 co-located engine's load grew after admission, and only a restart with the smaller budget gives it its
-margin back (docs/decision.md, "Neighbour harm after admission"). A verdict once harm stays harm while the
-cut lasts (`DriftResult.on_record`), so that a margin read from noisy telemetry does not restart the grace
-period.
+margin back (docs/decision.md, "Neighbour harm after admission"). It is re-admitted once the drift has
+lasted `neighbourHarmGraceSeconds` (default 0: at the sweep that finds it), other drift once it has lasted
+`driftGraceSeconds` (120). A verdict once harm stays harm while the cut lasts (`DriftResult.on_record`), so
+that a margin read from noisy telemetry does not restart a grace period.
 The framebuffer is the same story: the engine's own memory (vLLM takes a fixed fraction of the GPU, a
 draft included) shows as used, so free memory on its own GPU says nothing about room for its draft,
 which comes out of its own fraction; the draft-memory condition is taken as met there.
@@ -76,19 +77,31 @@ class DriftResult:
     current_config: str
     message: str
     reconfigure: bool
-    """reconfigureOnDrift: any drift is re-admitted once the grace period is over."""
-    grace_seconds: int
+    """reconfigureOnDrift: any drift is re-admitted once `drift_grace_seconds` is over."""
+    drift_grace_seconds: int
     cut: bool = False
     """k at the expected batch is smaller than admitted."""
     neighbour_harm: bool = False
     """The cut comes with an SLO-bound engine on our GPUs within `safety` of its SLO (module docstring)."""
     reconfigure_on_harm: bool = False
     """reconfigureOnNeighbourHarm."""
+    harm_grace_seconds: int = 0
+    """neighbourHarmGraceSeconds: neighbour harm is re-admitted once this is over."""
 
     @property
     def readmit(self) -> bool:
         """Re-admit once the grace period is over."""
-        return self.drifted and (self.reconfigure or (self.neighbour_harm and self.reconfigure_on_harm))
+        return self.drifted and (self.reconfigure or self._harm_readmits)
+
+    @property
+    def grace_seconds(self) -> int:
+        """How long the drift must have lasted before it is re-admitted: a neighbour over its margin
+        waits `harm_grace_seconds`, other drift `drift_grace_seconds`."""
+        return self.harm_grace_seconds if self._harm_readmits else self.drift_grace_seconds
+
+    @property
+    def _harm_readmits(self) -> bool:
+        return self.neighbour_harm and self.reconfigure_on_harm
 
     def on_record(self, harm_on_record: bool) -> DriftResult:
         """This verdict after one that found neighbour harm (the Drift condition's reason): harm while the
@@ -328,9 +341,10 @@ def _verdict(
         current_config=current,
         message=why,
         reconfigure=policy.reconfigure_on_drift,
-        grace_seconds=policy.drift_grace_seconds,
+        drift_grace_seconds=policy.drift_grace_seconds,
         cut=after < before,
         reconfigure_on_harm=policy.reconfigure_on_neighbour_harm,
+        harm_grace_seconds=policy.neighbour_harm_grace_seconds,
     )
 
 

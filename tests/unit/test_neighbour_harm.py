@@ -106,7 +106,8 @@ def test_the_threshold_is_the_policy_safety() -> None:
 
 def _result(**kw: object) -> DriftResult:
     base = dict(drifted=True, admitted_config="a", current_config="", message="m", reconfigure=False,
-                grace_seconds=120, cut=True, neighbour_harm=False, reconfigure_on_harm=True)  # fmt: skip
+                drift_grace_seconds=120, cut=True, neighbour_harm=False,
+                reconfigure_on_harm=True)  # fmt: skip
     base.update(kw)
     return DriftResult(**base)  # type: ignore[arg-type]
 
@@ -126,16 +127,39 @@ def test_the_condition_reads_neighbour_harm_and_keeps_the_grace_clock() -> None:
     first = drift_condition(None, _result(), 3, NOW)
     assert first is not None and (first["status"], first["reason"]) == ("True", "SpeculationDrifted")
     later = NOW + timedelta(seconds=150)
-    harm = _result(neighbour_harm=True, message="h")
+    harm = _result(neighbour_harm=True, message="h", harm_grace_seconds=120)
     cond = drift_condition(first, harm, 3, later)
     assert cond is not None and cond["reason"] == NEIGHBOUR_HARM
     assert cond["lastTransitionTime"] == first["lastTransitionTime"]
     assert grace_over(cond, harm, later) and not grace_over(cond, harm, NOW + timedelta(seconds=60))
 
 
+def test_harm_waits_its_own_grace_and_other_drift_the_drift_grace() -> None:
+    """A neighbour over its margin is re-admitted after neighbourHarmGraceSeconds, not after the longer
+    driftGraceSeconds that guards against restarting on a mere change of gain."""
+    drift = _result(reconfigure=True, harm_grace_seconds=0)
+    harm = _result(neighbour_harm=True, harm_grace_seconds=0)
+    assert (drift.grace_seconds, harm.grace_seconds) == (120, 0)
+    first = drift_condition(None, harm, 3, NOW)
+    assert grace_over(first, harm, NOW) and not grace_over(first, drift, NOW + timedelta(seconds=119))
+    # Harm that reconfigureOnNeighbourHarm does not re-admit waits for reconfigureOnDrift's grace.
+    ignored = _result(neighbour_harm=True, reconfigure=True, reconfigure_on_harm=False, harm_grace_seconds=0)
+    assert ignored.readmit and ignored.grace_seconds == 120
+    # The carried verdict (harm while the cut lasts) keeps the harm grace.
+    assert _result(harm_grace_seconds=30).on_record(True).grace_seconds == 30
+
+
+def test_evaluate_drift_carries_the_policy_graces() -> None:
+    record = _admitted_beside_nb()
+    result = evaluate_drift(eagle3_workload(50, 4), "ss", record, _snapshot(nb_tpot=0.0399), NOW)
+    assert result is not None and result.neighbour_harm, result and result.message
+    assert (result.drift_grace_seconds, result.harm_grace_seconds, result.grace_seconds) == (120, 0, 0)
+
+
 def test_the_policy_defaults() -> None:
     spec = SpeculationPolicySpec()
     assert spec.reconfigure_on_neighbour_harm and not spec.reconfigure_on_drift
+    assert (spec.drift_grace_seconds, spec.neighbour_harm_grace_seconds) == (120, 0)
     assert not SpeculationPolicySpec.model_validate(
         {"reconfigureOnNeighbourHarm": False}
     ).reconfigure_on_neighbour_harm

@@ -76,7 +76,7 @@ def test_k_at_reads_the_schedule() -> None:
 
 
 def _result(drifted: bool, message: str = "m", grace: int = 60) -> DriftResult:
-    return DriftResult(drifted, "a", "b", message, reconfigure=True, grace_seconds=grace)
+    return DriftResult(drifted, "a", "b", message, reconfigure=True, drift_grace_seconds=grace)
 
 
 def test_drift_condition_and_grace() -> None:
