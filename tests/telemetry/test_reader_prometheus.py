@@ -105,7 +105,15 @@ def test_peak_mean_reads_a_steady_engine_at_its_tpot(stack: Stack) -> None:
     spec = SPEC.model_copy(update={"tpot_statistic": "PeakMean"})
     busy = {key: e for key, e in stack.sim.engines.items() if e.spec.request_rate > 0}
     assert busy
-    # The subquery's steps are aligned to its resolution: wait for one with a rate behind it.
+    # The subquery's steps are aligned to its resolution: wait for one with a rate behind it. Its earliest
+    # span reaches back the window plus a span: until the scrapes cover that, a span holds a request or two
+    # and the highest of them reads one request's jitter (0.08), not the engine's TPOT.
+    reach = int(spec.window_seconds + spec.tpot_peak_seconds)
+    stack.prom.wait_for(
+        f"count_over_time(vllm:request_time_per_output_token_seconds_count[{reach}s]) >= {reach - 2}",
+        min_series=len(busy),
+        timeout=reach + 30,
+    )
     stack.prom.wait_for(effective_queries(spec)[Query.TPOT], min_series=len(busy))
     snap = PrometheusReader(stack.prom.url, spec).snapshot(identities_from_pods(pod_dicts(stack.scenario)))
     engines = {(e.namespace, e.pod): e for e in snap.engines}
