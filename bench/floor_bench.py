@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from decide_bench import NOW, build, measure  # noqa: E402
 from kubernetes import client  # noqa: E402
-from scale_bench import proc_cpu_seconds, watch_events  # noqa: E402
+from scale_bench import DRIFT_INTERVAL, proc_cpu_seconds, watch_events  # noqa: E402
 
 from sovereignspec.kube.ssa import apply_decision, apply_workload_check  # noqa: E402
 from sovereignspec.policy.decide import decide  # noqa: E402
@@ -167,7 +167,7 @@ def main() -> int:
             unique_controller("floor"),
             extra_env={
                 "SOVEREIGNSPEC_RESYNC_SECONDS": "5",
-                "SOVEREIGNSPEC_DRIFT_INTERVAL_SECONDS": "30",
+                "SOVEREIGNSPEC_DRIFT_INTERVAL_SECONDS": DRIFT_INTERVAL,
             },
         )
         op.start()

@@ -67,7 +67,8 @@ LAG_S = 15.0
 GPU_NOISE = 0.03
 TPOT_NOISE = 0.03
 CHECK = "sovereignspec"
-DRIFT_PERIOD_S = 30.0
+DRIFT_PERIOD_S = 10.0
+"""The operator's default `drift_interval_seconds` (a unit test keeps the two equal)."""
 RESTART_S = 30.0
 """Evict, re-admit and reload an 8B engine (weights from the node's cache, CUDA graphs): ~30 s."""
 PUBLISHED_PROFILES = Path(__file__).parent / "profiles" / "published.yaml"

@@ -37,7 +37,12 @@ class OperatorSettings(BaseSettings):
     lease_retry_period_seconds: int = Field(default=2, ge=1)
     identity: str | None = Field(default=None, description="Leader-election identity; None = hostname+pid.")
     resync_seconds: Seconds = Field(default=5.0, description="Sweep of workloads still Pending.")
-    drift_interval_seconds: Seconds = 30.0
+    drift_interval_seconds: Seconds = Field(
+        default=10.0,
+        description="Seconds from the end of one drift sweep to the start of the next. The sweep is how "
+        "neighbour harm that arrives after admission is found; its CPU stays under the shares below "
+        "whatever the interval (docs/decision.md, the drift sweep's pace).",
+    )
     drift_cpu_share: Share = Field(
         default=0.1,
         description="Most of the operator's own CPU a drift sweep may take: the sweep is paced to it, and "

@@ -163,3 +163,12 @@ def test_the_policy_defaults() -> None:
     assert not SpeculationPolicySpec.model_validate(
         {"reconfigureOnNeighbourHarm": False}
     ).reconfigure_on_neighbour_harm
+
+
+def test_the_simulator_sweeps_at_the_operators_default_interval() -> None:
+    """The evidence for the sweep's pace is only evidence for the operator when both sweep alike."""
+    from sovereignspec.evidence.sovereign import DRIFT_PERIOD_S
+    from sovereignspec.operator.settings import OperatorSettings
+
+    default = OperatorSettings.model_fields["drift_interval_seconds"].default
+    assert default == DRIFT_PERIOD_S
