@@ -167,7 +167,7 @@ def main() -> int:
             unique_controller("floor"),
             extra_env={
                 "SOVEREIGNSPEC_RESYNC_SECONDS": "5",
-                "SOVEREIGNSPEC_DRIFT_INTERVAL_SECONDS": DRIFT_INTERVAL,
+                "SOVEREIGNSPEC_DRIFT_INTERVAL_SECONDS": str(DRIFT_INTERVAL),
             },
         )
         op.start()

@@ -86,7 +86,7 @@ from tests.telemetry.promproc import PrometheusProcess  # noqa: E402
 JURISDICTIONS = ["DE", "FR", "KR", "US"]
 GC_SECONDS = "sovereignspec_gc_seconds_total"
 """The operator's CPU in Python's cyclic garbage collector, all generations (operator/collector.py)."""
-DRIFT_INTERVAL = str(OperatorSettings.model_fields["drift_interval_seconds"].default)
+DRIFT_INTERVAL: float = OperatorSettings.model_fields["drift_interval_seconds"].default
 """The operator's default drift interval, as shipped: the bench measures the sweep a user runs."""
 GOALS = {"p99Ms": 50.0, "decisionsPerSecond": 100.0, "rssMb": 300.0}
 
@@ -610,6 +610,7 @@ def main() -> int:
     )
     ap.add_argument(
         "--drift-interval",
+        type=float,
         default=DRIFT_INTERVAL,
         help=f"the operator's SOVEREIGNSPEC_DRIFT_INTERVAL_SECONDS (default: its own, {DRIFT_INTERVAL})",
     )
@@ -701,7 +702,7 @@ def main() -> int:
             extra_env={  # production defaults (OperatorProcess sets test-speed intervals)
                 "SOVEREIGNSPEC_TELEMETRY_REFRESH_SECONDS": "10",
                 "SOVEREIGNSPEC_RESYNC_SECONDS": "5",
-                "SOVEREIGNSPEC_DRIFT_INTERVAL_SECONDS": args.drift_interval,
+                "SOVEREIGNSPEC_DRIFT_INTERVAL_SECONDS": str(args.drift_interval),
             },
         )
         op.profile_path = args.profile.resolve() if args.profile else None
@@ -1047,7 +1048,7 @@ def main() -> int:
             "gcShareIdle": round(idle["gc"] / idle["cpu"], 3) if idle["cpu"] > 0 else None,
             # Share of the operator's CPU in the check bursts that the drift sweep's own thread took.
             "driftShareCheckBursts": round(arm["check"]["drift"] / cpu_s, 3) if cpu_s > 0 else None,
-            "driftIntervalS": float(args.drift_interval),
+            "driftIntervalS": args.drift_interval,
             # Share of all decisions made on a node without GPU telemetry (should be about 0).
             "noNodeTelemetryShare": round(no_telemetry / all_decided, 3) if all_decided else None,
         }

@@ -41,7 +41,7 @@ class OperatorSettings(BaseSettings):
         default=10.0,
         description="Seconds from the end of one drift sweep to the start of the next. The sweep is how "
         "neighbour harm that arrives after admission is found; its CPU stays under the shares below "
-        "whatever the interval (docs/decision.md, the drift sweep's pace).",
+        "whatever the interval (docs/decision.md, 'The drift sweep every 10 s').",
     )
     drift_cpu_share: Share = Field(
         default=0.1,

@@ -15,9 +15,11 @@ from datetime import UTC, datetime, timedelta
 from sovereignspec.api import meta
 from sovereignspec.api.speculation_decision import SpeculationDecision
 from sovereignspec.api.speculation_policy import SpeculationPolicySpec
+from sovereignspec.evidence.sovereign import DRIFT_PERIOD_S
 from sovereignspec.model.cluster import AdmissionCheckInfo, ClusterSnapshot, NodeInfo, PodInfo
 from sovereignspec.model.telemetry import EngineSample, GpuSample, PodRef, TelemetrySnapshot
 from sovereignspec.operator.drift import NEIGHBOUR_HARM, drift_condition, grace_over
+from sovereignspec.operator.settings import OperatorSettings
 from sovereignspec.policy.decide import decide
 from sovereignspec.policy.decision import speculation_decision_object
 from sovereignspec.policy.drift import DriftResult, evaluate_drift
@@ -167,8 +169,5 @@ def test_the_policy_defaults() -> None:
 
 def test_the_simulator_sweeps_at_the_operators_default_interval() -> None:
     """The evidence for the sweep's pace is only evidence for the operator when both sweep alike."""
-    from sovereignspec.evidence.sovereign import DRIFT_PERIOD_S
-    from sovereignspec.operator.settings import OperatorSettings
-
     default = OperatorSettings.model_fields["drift_interval_seconds"].default
     assert default == DRIFT_PERIOD_S
