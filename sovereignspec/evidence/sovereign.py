@@ -1,13 +1,13 @@
 """SovereignSpec in the simulator: the operator's objects, built from the simulator's *noisy, lagged*
 telemetry only, handed to the real `sovereignspec.policy.decide.decide()`.
 
-Telemetry the policy sees (what Prometheus would answer to the policy's queries), 15 s old and over the
-policy's `telemetry.window` (default 2m), as every built-in query reads it: DCGM tensor-active averaged
-and vLLM TPOT as the policy's `tpotStatistic` reads the per-request histogram (`evidence/tpot_reading`;
-the token-weighted mean until session 31), each with noise, and spec-decode counters summed per engine
-(per-position up to the k the engine ran); `num_requests_running` 15 s old. Until session 22 the
-windows were fixed at 30 s, 60 s and 120 s whatever the policy said (docs/evidence.md, "The telemetry
-window").
+Telemetry the policy sees is what the operator holds: the answers to the policy's queries at its last
+refresh (every REFRESH_S, at a phase drawn per seed), of data LAG_S old then, so 15-25 s old. Each query
+reads the policy's `telemetry.window` (default 2m), as the built-in queries do: DCGM tensor-active
+averaged, vLLM TPOT as the policy's `tpotStatistic` reads the per-request histogram
+(`evidence/tpot_reading`), each with noise, and spec-decode counters summed per engine (per-position up
+to the k the engine ran); `num_requests_running` as old. docs/evidence.md says what each of these
+replaced.
 As in the operator with its defaults (`reconfigureOnNeighbourHarm: true`, `reconfigureOnDrift: false`),
 the simulator runs the operator's drift rule itself (`sovereignspec.policy.drift.evaluate_drift`, the
 function the operator's sweep calls): every DRIFT_PERIOD_S, for each admitted subject, on the cluster
@@ -64,6 +64,10 @@ from sovereignspec.policy.request import AdmissionRequest, Policies
 
 EPOCH = datetime(2026, 11, 29, 10, 0, 0, tzinfo=UTC)
 LAG_S = 15.0
+"""Age of the data in Prometheus's answer when the operator reads it (scrape interval, rate window end)."""
+REFRESH_S = 10.0
+"""The operator's default `telemetry_refresh_seconds` (a unit test keeps the two equal): between two
+refreshes, every decision and drift check reads the last one's answers."""
 GPU_NOISE = 0.03
 TPOT_NOISE = 0.03
 CHECK = "sovereignspec"
@@ -82,6 +86,15 @@ def calibrated_policy(reconfigure_on_drift: bool = False) -> SpeculationPolicySp
     return SpeculationPolicySpec.model_validate(spec)
 
 
+def refresh_tick(sim: Simulation, tick: int) -> int:
+    """The tick of the operator's last telemetry refresh at or before `tick`. Refreshes fall every
+    REFRESH_S from a phase drawn per seed (the operator's start is not aligned with arrivals); the
+    first is at tick 0."""
+    period = max(1, round(REFRESH_S / sim.sc.dt_s))
+    phase = int(np.random.default_rng([sim.seed, 4]).integers(period))
+    return max(0, tick - (tick - phase) % period)
+
+
 def observe(
     sim: Simulation,
     tick: int,
@@ -90,22 +103,27 @@ def observe(
     engines_visible: bool = True,
     acceptance_visible: bool = True,
 ) -> TelemetrySnapshot:
-    """The telemetry snapshot Prometheus would give at `tick` (lagged, over `window_s`, noisy). The
-    ablations hide the engines' vLLM samples (`engines_visible`) or the spec-decode counters
+    """The telemetry snapshot the operator holds at `tick` (its last refresh, lagged, over the window,
+    noisy). The ablations hide the engines' vLLM samples (`engines_visible`) or the spec-decode counters
     (`acceptance_visible`)."""
     dt = sim.sc.dt_s
-    rng = np.random.default_rng([sim.seed, 3, tick])
-    ref = max(0, tick - round(LAG_S / dt))
+    refreshed = refresh_tick(sim, tick)
+    rng = np.random.default_rng(
+        [sim.seed, 3, refreshed]
+    )  # one reading, one noise draw, until the next refresh
+    ref = max(0, refreshed - round(LAG_S / dt))
     w_gpu = w_tpot = w_acc = slice(max(0, ref - max(1, round(telemetry.window_seconds / dt)) + 1), ref + 1)
     request_ticks = max(1, round(REQUEST_S / dt))
     peak_ticks = max(1, round(telemetry.tpot_peak_seconds / dt))
-    placed = sim.placement[ref] if tick > 0 else sim.gpu_of
+    placed = sim.placement[ref] if refreshed > 0 else sim.gpu_of
     gpus = []
     for j, g in enumerate(sim.gpus):
         gt = GPU_TYPES[g.kind]
         n_on = int(np.sum(sim.gpu_of == j))
         tensor = (
-            float(np.clip(sim.tensor[w_gpu, j].mean() + rng.normal(0, GPU_NOISE), 0.0, 1.0)) if tick else 0.0
+            float(np.clip(sim.tensor[w_gpu, j].mean() + rng.normal(0, GPU_NOISE), 0.0, 1.0))
+            if refreshed
+            else 0.0
         )
         fb = max(0.0, gt.memory_mib * 0.9 * (1.0 - n_on / int(sim.g_replicas[j]))) + 500.0
         pods = [PodRef(namespace=sim.sc.engines[e].tenant, name=sim.sc.engines[e].name)

@@ -35,6 +35,7 @@ from sovereignspec.evidence.suite import (
 )
 from sovereignspec.evidence.truth import GPU_TYPES, expected_length, hinge, solve, step_parts
 from sovereignspec.model.cluster import ClusterSnapshot
+from sovereignspec.operator.settings import OperatorSettings
 from sovereignspec.policy.decision import Decision
 from sovereignspec.policy.request import AdmissionRequest, Policies
 
@@ -255,7 +256,7 @@ def test_the_simulator_reads_the_policys_telemetry_window() -> None:
     sc = standard_pool("mixed").scenario(("mps", 2e-3))
     sim = simulate(sc, make_policy("always-on"), 1)
     tick = sim.tensor.shape[0] - 1
-    ref = tick - round(sovereign.LAG_S / sc.dt_s)
+    ref = sovereign.refresh_tick(sim, tick) - round(sovereign.LAG_S / sc.dt_s)
     short, long = (sovereign.observe(sim, tick, TelemetrySpec(window=w)) for w in ("30s", "300s"))
     for j, (a, b) in enumerate(zip(short.gpus, long.gpus, strict=True)):
         means = [sim.tensor[ref - round(w / sc.dt_s) + 1 : ref + 1, j].mean() for w in (30.0, 300.0)]
@@ -268,3 +269,26 @@ def test_the_simulator_reads_the_policys_telemetry_window() -> None:
     assert sovereign.snapshot(sim, tick, SpeculationPolicySpec()).telemetry == sovereign.observe(
         sim, tick, TelemetrySpec()
     )
+
+
+def test_the_simulator_reads_the_operators_last_refresh() -> None:
+    """Between two telemetry refreshes the operator decides on the last one's answers, so the simulated
+    policy does too: one reading per refresh period, 15-25 s old, never the tick's own."""
+    assert OperatorSettings.model_fields["telemetry_refresh_seconds"].default == sovereign.REFRESH_S
+    sc = standard_pool("mixed").scenario(("mps", 2e-3))
+    period = round(sovereign.REFRESH_S / sc.dt_s)
+    for seed in (1, 2, 3):
+        sim = simulate(sc, make_policy("always-on"), seed)
+        ticks = range(period + round(sovereign.LAG_S / sc.dt_s), sim.tensor.shape[0])  # past the start
+        read = [sovereign.refresh_tick(sim, t) for t in ticks]
+        assert all(0 <= t - r < period for t, r in zip(ticks, read, strict=True))
+        assert {r % period for r in read} == {read[0] % period}  # one phase per run
+        first = read.index(read[0] + period)  # the first tick of the next refresh
+        t0, t1 = ticks[0], ticks[first]
+        inside = [sovereign.observe(sim, t, TelemetrySpec()) for t in range(t0, t1)]
+        assert all(snap == inside[0] for snap in inside)
+        assert sovereign.observe(sim, t1, TelemetrySpec()) != inside[0]
+        for t in (t0, t1 - 1, t1):
+            held = sovereign.observe(sim, t, TelemetrySpec()).time - sovereign.EPOCH
+            age = t * sc.dt_s - held.total_seconds()
+            assert sovereign.LAG_S <= age < sovereign.LAG_S + sovereign.REFRESH_S
