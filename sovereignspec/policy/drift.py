@@ -6,7 +6,10 @@ operator runs.
 
 "The same" is judged where it matters and is robust to telemetry noise: speculation on/off, and the
 draft budget k at the workload's expected batch. A change deeper in the schedule (a batch range the
-engine rarely reaches) is not drift.
+engine rarely reaches) is not drift, with one exception: a cut at the batch the engine runs at now (its
+`num_requests_running`), beside a neighbour within `safety` of its SLO, is neighbour harm. A batch job
+claims its mean batch, where its schedule is often off, and drafts whenever its batch dips; that is
+when it harms a neighbour at its SLO (docs/decision.md, "Harm at the batch the engine runs at").
 
 The admitted decision is re-evaluated with the same `decide()` on a snapshot restricted to the node
 it runs on, without the workload's own reservation and pods (it is not its own neighbour). DESIGN.md's
@@ -80,7 +83,7 @@ class DriftResult:
     """reconfigureOnDrift: any drift is re-admitted once `drift_grace_seconds` is over."""
     drift_grace_seconds: int
     cut: bool = False
-    """k at the expected batch is smaller than admitted."""
+    """k at the expected batch is smaller than admitted (or, for neighbour harm, at the running batch)."""
     neighbour_harm: bool = False
     """The cut comes with an SLO-bound engine on our GPUs within `safety` of its SLO (module docstring)."""
     reconfigure_on_harm: bool = False
@@ -221,7 +224,7 @@ def evaluate_drift(
     # their own neighbours): read them from the whole snapshot first.
     wl = with_members(wl, members(wl, snap))
     node = st.node
-    restricted, held = _one_node_snapshot(wl, st, snap, controller_name)
+    restricted, held, running = _one_node_snapshot(wl, st, snap, controller_name)
     as_pending = wl.model_copy(
         update={
             "checks": [c.model_copy(update={"state": "Pending"}) if c.name == check else c for c in wl.checks]
@@ -239,16 +242,32 @@ def evaluate_drift(
         # Configs only, no live figures: the condition is rewritten only when the verdict changes.
         why = configs_message(node, admitted, current)
     result = _verdict(wl, policies.speculation, fresh.speedup_by_k, admitted, current, why)
-    if result.drifted and result.cut and fresh.state == "Ready" and _near_slo(fresh, policies.speculation):
-        result = result.harmed()
+    if fresh.state == "Ready" and _near_slo(fresh, policies.speculation):
+        if result.drifted and result.cut:
+            result = result.harmed()
+        elif not result.drifted:
+            result = _cut_where_it_runs(result, running)
+    return result
+
+
+def _cut_where_it_runs(result: DriftResult, running: tuple[int, ...]) -> DriftResult:
+    """Neighbour harm at the batch the engine runs at now: today's budget there is smaller than the
+    admitted one (called only while a neighbour is within `safety` of its SLO)."""
+    for batch in running:
+        before, after = k_at(result.admitted_config, batch), k_at(result.current_config, batch)
+        if after < before:
+            # No live figure in the message: a drifted verdict's new message is written at once.
+            why = f"k smaller at the batch the engine runs at; {result.message}"
+            return replace(result, drifted=True, cut=True, message=why).harmed()
     return result
 
 
 def _one_node_snapshot(
     wl: WorkloadInfo, st: SpeculationDecisionStatus, snap: ClusterSnapshot, controller_name: str
-) -> tuple[ClusterSnapshot, frozenset[str]]:
+) -> tuple[ClusterSnapshot, frozenset[str], tuple[int, ...]]:
     """The snapshot a one-node decision on the admitted node reads, without the workload's own pods,
-    reservation and load, and the UUIDs of the GPUs its pods hold there (its neighbours are on those)."""
+    reservation and load; the UUIDs of the GPUs its pods hold there (its neighbours are on those); the
+    batches its engines run at (their `num_requests_running`, at least 1)."""
     assert st.node is not None
     node = st.node
     own = (wl.namespace, wl.name)
@@ -270,6 +289,15 @@ def _one_node_snapshot(
         g.uuid
         for g in idx.gpus_by_node.get(node, ())
         if any((r.namespace, r.name) in own_pods for r in g.pods)
+    )
+    running = tuple(
+        sorted(
+            {
+                max(1, round(e.running))
+                for k in own_pods
+                if (e := idx.engine_by_pod.get(k)) is not None and e.running is not None
+            }
+        )
     )
     node_info = idx.node_by_name.get(node)
     admitted = st.speculative.config
@@ -297,18 +325,24 @@ def _one_node_snapshot(
                 ],
             }
         )
-    return ClusterSnapshot(
-        nodes=[node_info] if node_info is not None else [],
-        pods=[p for p in near.values() if not is_own(p)],
-        namespaces=snap.namespaces,
-        flavors=snap.flavors,
-        admission_checks=snap.admission_checks,
-        speculation_policies=snap.speculation_policies,
-        sovereignty_policies=snap.sovereignty_policies,
-        reservations=[r for r, _ in idx.reservations_by_node.get(node, ()) if (r.namespace, r.name) != own],
-        workloads=snap.workloads,
-        telemetry=tel,
-    ), held
+    return (
+        ClusterSnapshot(
+            nodes=[node_info] if node_info is not None else [],
+            pods=[p for p in near.values() if not is_own(p)],
+            namespaces=snap.namespaces,
+            flavors=snap.flavors,
+            admission_checks=snap.admission_checks,
+            speculation_policies=snap.speculation_policies,
+            sovereignty_policies=snap.sovereignty_policies,
+            reservations=[
+                r for r, _ in idx.reservations_by_node.get(node, ()) if (r.namespace, r.name) != own
+            ],
+            workloads=snap.workloads,
+            telemetry=tel,
+        ),
+        held,
+        running,
+    )
 
 
 def _verdict(

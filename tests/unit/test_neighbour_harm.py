@@ -22,7 +22,7 @@ from sovereignspec.operator.drift import NEIGHBOUR_HARM, drift_condition, grace_
 from sovereignspec.operator.settings import OperatorSettings
 from sovereignspec.policy.decide import decide
 from sovereignspec.policy.decision import speculation_decision_object
-from sovereignspec.policy.drift import DriftResult, evaluate_drift
+from sovereignspec.policy.drift import DriftResult, evaluate_drift, k_at
 from sovereignspec.policy.request import Policies, request_for
 from tests.support import eagle3_workload
 
@@ -30,7 +30,9 @@ NOW = datetime(2026, 12, 5, 8, 0, 0, tzinfo=UTC)
 H100 = "NVIDIA-H100-80GB-HBM3"
 
 
-def _snapshot(nb_tpot: float, nb_slo_ms: str = "40", ours: bool = True) -> ClusterSnapshot:
+def _snapshot(
+    nb_tpot: float, nb_slo_ms: str = "40", ours: bool = True, our_batch: float = 4
+) -> ClusterSnapshot:
     labels = {meta.LABEL_HOSTNAME: "n1", meta.DEFAULT_JURISDICTION_LABEL: "KR", meta.LABEL_GPU_PRODUCT: H100}
     pods = [
         PodInfo(namespace="shop", name="nb", node="n1", phase="Running", gpu_request=1,
@@ -43,7 +45,7 @@ def _snapshot(nb_tpot: float, nb_slo_ms: str = "40", ours: bool = True) -> Clust
             PodInfo(namespace="bank-a", name="chat-0", node="n1", phase="Running", gpu_request=1,
                     annotations={meta.ANNOTATION_DECISION: "chat"})
         )  # fmt: skip
-        engines.append(EngineSample(namespace="bank-a", pod="chat-0", tpot_seconds=0.02, running=4))
+        engines.append(EngineSample(namespace="bank-a", pod="chat-0", tpot_seconds=0.02, running=our_batch))
         on_gpu0.append(PodRef(namespace="bank-a", name="chat-0"))
     gpus = [
         GpuSample(node="n1", uuid="GPU-0", tensor_active=0.8, fb_free_mib=40000.0, pods=on_gpu0),
@@ -104,6 +106,27 @@ def test_the_threshold_is_the_policy_safety() -> None:
     far = evaluate_drift(eagle3_workload(50, 4), "ss", record, _snapshot(nb_tpot=0.040 / 1.12), NOW)
     assert near is not None and far is not None and near.cut and far.cut, (near, far)
     assert near.neighbour_harm and not far.neighbour_harm
+
+
+def test_a_cut_at_the_batch_the_engine_runs_at_is_harm() -> None:
+    """A workload claiming a batch where its schedule is already off (a batch job at its mean batch)
+    drafts whenever its batch dips. Beside a neighbour at its SLO, today's budget cut at the batch it
+    runs at is harm, though k at the claimed batch is 0 either way; at its claimed batch, or beside a
+    neighbour far from its SLO, it is no drift."""
+    record = _admitted_beside_nb()
+    assert record.status is not None
+    config = record.status.speculative.config
+    off_at = next(b for b in range(1, 1025) if k_at(config, b) == 0)
+    assert k_at(config, 4) > 0, config
+    claims_off = eagle3_workload(50, off_at)
+    near = evaluate_drift(claims_off, "ss", record, _snapshot(nb_tpot=0.0399, our_batch=4), NOW)
+    assert near is not None and near.drifted and near.cut and near.neighbour_harm and near.readmit, near
+    assert k_at(near.current_config, 4) < k_at(config, 4)
+    assert "k smaller at the batch the engine runs at; " in near.message
+    at_claim = evaluate_drift(claims_off, "ss", record, _snapshot(nb_tpot=0.0399, our_batch=off_at), NOW)
+    far = evaluate_drift(claims_off, "ss", record, _snapshot(nb_tpot=0.01, our_batch=4), NOW)
+    for result in (at_claim, far):
+        assert result is not None and not result.drifted and not result.readmit, result
 
 
 def _result(**kw: object) -> DriftResult:
