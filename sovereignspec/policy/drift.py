@@ -290,15 +290,7 @@ def _one_node_snapshot(
         for g in idx.gpus_by_node.get(node, ())
         if any((r.namespace, r.name) in own_pods for r in g.pods)
     )
-    running = tuple(
-        sorted(
-            {
-                max(1, round(e.running))
-                for k in own_pods
-                if (e := idx.engine_by_pod.get(k)) is not None and e.running is not None
-            }
-        )
-    )
+    running = _running_batches(own_pods, idx.engine_by_pod)
     node_info = idx.node_by_name.get(node)
     admitted = st.speculative.config
     tel = snap.telemetry
@@ -342,6 +334,21 @@ def _one_node_snapshot(
         ),
         held,
         running,
+    )
+
+
+def _running_batches(
+    own_pods: frozenset[tuple[str, str]], engine_by_pod: Mapping[tuple[str, str], EngineSample]
+) -> tuple[int, ...]:
+    """The batches the workload's engines run at (`num_requests_running`, at least 1), smallest first."""
+    return tuple(
+        sorted(
+            {
+                max(1, round(e.running))
+                for k in own_pods
+                if (e := engine_by_pod.get(k)) is not None and e.running is not None
+            }
+        )
     )
 
 
