@@ -111,34 +111,44 @@ def test_a_finished_pod_frees_its_gpus(stack: Stack, pool: Pool) -> None:
     pool.namespaces.append(outside)
     gpus = {"nvidia.com/gpu": "8"}
     batch = client.BatchV1Api(pool.api)
-    batch.create_namespaced_job(
-        outside,
-        client.V1Job(
-            metadata=client.V1ObjectMeta(name="all-gpus"),
-            spec=client.V1JobSpec(
-                backoff_limit=0,
-                template=client.V1PodTemplateSpec(
-                    metadata=client.V1ObjectMeta(
-                        annotations={
-                            "pod-complete.stage.kwok.x-k8s.io/delay": "10s",
-                            "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "5s",
-                        }
-                    ),
-                    spec=client.V1PodSpec(
-                        node_name=node,
-                        restart_policy="Never",
-                        containers=[
-                            client.V1Container(
-                                name="c",
-                                image="x",
-                                resources=client.V1ResourceRequirements(requests=gpus, limits=gpus),
-                            )
-                        ],
-                    ),
+    all_gpus = client.V1Job(
+        metadata=client.V1ObjectMeta(name="all-gpus"),
+        spec=client.V1JobSpec(
+            backoff_limit=0,
+            template=client.V1PodTemplateSpec(
+                metadata=client.V1ObjectMeta(
+                    annotations={
+                        "pod-complete.stage.kwok.x-k8s.io/delay": "10s",
+                        "pod-complete.stage.kwok.x-k8s.io/jitter-delay": "5s",
+                    }
+                ),
+                spec=client.V1PodSpec(
+                    node_name=node,
+                    restart_policy="Never",
+                    containers=[
+                        client.V1Container(
+                            name="c",
+                            image="x",
+                            resources=client.V1ResourceRequirements(requests=gpus, limits=gpus),
+                        )
+                    ],
                 ),
             ),
         ),
     )
+
+    def created() -> bool:
+        try:
+            batch.create_namespaced_job(outside, all_gpus)
+        except client.ApiException as exc:
+            # Kueue's Job webhook reads namespaces from its informer cache, which may not hold a namespace
+            # created a moment ago: it answers 404 "Namespace ... not found" until it does.
+            if exc.status == 404 and "not found" in (exc.body or ""):
+                return False
+            raise
+        return True
+
+    wait_until(created, timeout=30, what="Job created once Kueue's webhook sees its namespace")
     core = client.CoreV1Api(pool.api)
 
     def phase() -> str | None:
