@@ -108,9 +108,8 @@ def observe(
     (`acceptance_visible`)."""
     dt = sim.sc.dt_s
     refreshed = refresh_tick(sim, tick)
-    rng = np.random.default_rng(
-        [sim.seed, 3, refreshed]
-    )  # one reading, one noise draw, until the next refresh
+    # One reading, one noise draw, until the next refresh.
+    rng = np.random.default_rng([sim.seed, 3, refreshed])
     ref = max(0, refreshed - round(LAG_S / dt))
     w_gpu = w_tpot = w_acc = slice(max(0, ref - max(1, round(telemetry.window_seconds / dt)) + 1), ref + 1)
     request_ticks = max(1, round(REQUEST_S / dt))
