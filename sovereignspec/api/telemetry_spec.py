@@ -21,6 +21,9 @@ class QueryOverrides(Model):
     fb_free: str | None = None
     tpot: str | None = None
     running: str | None = None
+    running_min: str | None = Field(
+        default=None, description="Fewest running requests per engine over the window."
+    )
     spec_drafts: str | None = None
     spec_draft_tokens: str | None = None
     spec_accepted_per_position: str | None = None

@@ -39,6 +39,9 @@ class EngineSample(Model):
     pod: str
     tpot_seconds: float | None = Field(default=None, gt=0)
     running: float | None = Field(default=None, ge=0)
+    running_min: float | None = Field(
+        default=None, ge=0, description="The fewest running requests over the telemetry window."
+    )
     waiting: float | None = Field(default=None, ge=0)
     model_name: str | None = None
 

@@ -1,4 +1,5 @@
-"""Engine samples of one refresh: TPOT, running and waiting requests and freshness joined per pod.
+"""Engine samples of one refresh: TPOT, running (now and fewest in the window) and waiting requests and
+freshness joined per pod.
 
 One pass per answer with the range tests inlined, as in `assemble_gpus`; gaps in the answers' order.
 """
@@ -50,8 +51,9 @@ def engines(
     models: dict[EngineKey, str] = {}
     tpot = engine_values(results, Query.TPOT, 0.0, MAX_TPOT_SECONDS, gaps, models, low_open=True)
     running = engine_values(results, Query.RUNNING, 0.0, MAX_REQUESTS, gaps, models)
+    running_min = engine_values(results, Query.RUNNING_MIN, 0.0, MAX_REQUESTS, gaps, models)
     waiting = engine_values(results, Query.WAITING, 0.0, MAX_REQUESTS, gaps, models)
-    keys |= tpot.keys() | running.keys() | waiting.keys()
+    keys |= tpot.keys() | running.keys() | running_min.keys() | waiting.keys()
 
     failed = errored(results, FRESHNESS)
     previous = carry.engines
@@ -67,18 +69,29 @@ def engines(
             stale = freshness_gap(FRESHNESS, engine_name(k), ts, now, staleness, failed)
             if stale is not None:
                 gaps.append(stale)
-        t, r, w = (tpot.get(k), running.get(k), waiting.get(k)) if ok else (None, None, None)
+        t, r, lo, w = (
+            (tpot.get(k), running.get(k), running_min.get(k), waiting.get(k))
+            if ok
+            else (None, None, None, None)
+        )
         model = models.get(k)
         sample = previous.get(k)
         if (
             sample is None
             or sample.tpot_seconds != t
             or sample.running != r
+            or sample.running_min != lo
             or sample.waiting != w
             or sample.model_name != model
         ):
             sample = EngineSample(
-                namespace=k[0], pod=k[1], tpot_seconds=t, running=r, waiting=w, model_name=model
+                namespace=k[0],
+                pod=k[1],
+                tpot_seconds=t,
+                running=r,
+                running_min=lo,
+                waiting=w,
+                model_name=model,
             )
         kept[k] = sample
         out.append(sample)

@@ -23,6 +23,7 @@ class Query(StrEnum):
     GPU_FRESHNESS = "gpu_freshness"
     TPOT = "tpot"
     RUNNING = "running"
+    RUNNING_MIN = "running_min"
     WAITING = "waiting"
     ENGINE_FRESHNESS = "engine_freshness"
     SPEC_DRAFTS = "spec_drafts"
@@ -44,6 +45,10 @@ def default_queries(spec: TelemetrySpec) -> dict[Query, str]:
         # TPOT from the per-request histogram, not inter-token latency (distorted by speculation).
         Query.TPOT: _tpot(spec),
         Query.RUNNING: f"sum by ({ENGINE_LABELS}, model_name) (vllm:num_requests_running)",
+        # The batch the engine dipped to in the window: where its schedule drafted the most.
+        Query.RUNNING_MIN: (
+            f"sum by ({ENGINE_LABELS}, model_name) (min_over_time(vllm:num_requests_running[{w}]))"
+        ),
         Query.WAITING: f"sum by ({ENGINE_LABELS}, model_name) (vllm:num_requests_waiting)",
         Query.ENGINE_FRESHNESS: f"max by ({ENGINE_LABELS}) (timestamp(vllm:num_requests_running))",
         Query.SPEC_DRAFTS: (

@@ -47,7 +47,9 @@ def answers(gpus: int, engines: int, seed: int = 1, now: float = NOW) -> dict[Qu
         eng = {"namespace": ns, "pod": pod_name}
         model = eng | {"model_name": MODEL}
         row(Query.TPOT, eng, repr(0.01 + rnd.random() / 50))
-        row(Query.RUNNING, model, str(rnd.randint(0, 30)))
+        running = rnd.randint(0, 30)
+        row(Query.RUNNING, model, str(running))
+        row(Query.RUNNING_MIN, model, str(rnd.randint(0, running)))
         row(Query.WAITING, model, str(rnd.randint(0, 3)))
         row(Query.ENGINE_FRESHNESS, eng, f"{now - rnd.random() * 4:.3f}")
         if j % 2 == 0:

@@ -293,8 +293,9 @@ def _engines(
     models: dict[EngineKey, str] = {}
     tpot = _engine_values(results, Query.TPOT, 0.0, MAX_TPOT_SECONDS, gaps, models, low_open=True)
     running = _engine_values(results, Query.RUNNING, 0.0, MAX_REQUESTS, gaps, models)
+    running_min = _engine_values(results, Query.RUNNING_MIN, 0.0, MAX_REQUESTS, gaps, models)
     waiting = _engine_values(results, Query.WAITING, 0.0, MAX_REQUESTS, gaps, models)
-    keys |= tpot.keys() | running.keys() | waiting.keys()
+    keys |= tpot.keys() | running.keys() | running_min.keys() | waiting.keys()
 
     failed = _errored(results, Query.ENGINE_FRESHNESS)
     out: list[EngineSample] = []
@@ -309,6 +310,7 @@ def _engines(
                 pod=k[1],
                 tpot_seconds=tpot.get(k) if ok else None,
                 running=running.get(k) if ok else None,
+                running_min=running_min.get(k) if ok else None,
                 waiting=waiting.get(k) if ok else None,
                 model_name=models.get(k),
             )

@@ -40,6 +40,7 @@ def base_results(**over: QueryResult) -> dict[Query, QueryResult]:
         ),
         Query.TPOT: vec((eng("a"), 0.02), (eng("b"), "NaN")),
         Query.RUNNING: vec((eng("a"), 5), (eng("b"), 0)),
+        Query.RUNNING_MIN: vec((eng("a"), 3), (eng("b"), 0)),
         Query.WAITING: vec((eng("a"), 0), (eng("b"), 0)),
         Query.ENGINE_FRESHNESS: vec((eng("a"), NOW - 1), (eng("b"), NOW - 1)),
         Query.SPEC_DRAFTS: vec((eng("a"), 100)),
@@ -113,7 +114,9 @@ def test_assemble_groups_time_sliced_series_and_reads_both_host_labels() -> None
     # Only the idle engine's NaN TPOT is missing.
     assert [(g.source, g.code.value) for g in r.gaps] == [("tpot", "nan")]
     eng_b = next(e for e in r.engines if e.pod == "b")
-    assert eng_b.tpot_seconds is None and eng_b.running == 0
+    assert eng_b.tpot_seconds is None and eng_b.running == 0 and eng_b.running_min == 0
+    eng_a = next(e for e in r.engines if e.pod == "a")
+    assert (eng_a.running, eng_a.running_min) == (5, 3)
 
 
 def test_pod_references_are_kept_from_one_reading_to_the_next() -> None:
@@ -146,6 +149,11 @@ def test_unchanged_samples_are_kept_and_changed_ones_rebuilt() -> None:
     assert next(g for g in second.gpus if g.uuid == "G1") is next(g for g in first.gpus if g.uuid == "G1")
     e_a, e_b = ({e.pod: e for e in r.engines} for r in (first, second))
     assert e_b["a"].running == 6 and e_a["a"] is not e_b["a"] and e_a["b"] is e_b["b"]
+    # The window's fewest running requests alone moving rebuilds the sample too.
+    dipped = base_results(**{Query.RUNNING_MIN: vec((eng("a"), 1), (eng("b"), 0))})
+    third = assemble(dipped, NOW, 60, carry)
+    e_c = {e.pod: e for e in third.engines}
+    assert e_c["a"].running_min == 1 and e_c["a"].running == 5 and e_c["b"] is e_b["b"]
     # A sample kept is equal to one built afresh: the carry changes objects, never contents.
     assert second == assemble(moved, NOW, 60)
     # Stale now: the same series, older freshness; the kept object must not be served.

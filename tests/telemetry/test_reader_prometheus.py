@@ -63,12 +63,13 @@ def test_reader_returns_the_simulator_state(stack: Stack) -> None:
     assert [p.name for p in l40.pods] == ["batch-0", "batch-1"]
     assert l40.tensor_active is not None and l40.tensor_active > 0.5  # base 0.5 + two engines
 
-    # Engines: running as exported; TPOT quantile inside the bucket holding the engine's TPOT.
+    # Engines: running as exported (steady here, so the window's fewest too); TPOT quantile inside the
+    # bucket holding the engine's TPOT.
     engines = {(e.namespace, e.pod): e for e in snap.engines}
     assert engines.keys() == set(sim.engines)
     for key, e in sim.engines.items():
         got_e = engines[key]
-        assert got_e.running == float(round(e.batch))
+        assert got_e.running == got_e.running_min == float(round(e.batch))
         assert got_e.model_name == "meta-llama/Llama-3.1-8B-Instruct"
         if e.spec.request_rate == 0:
             assert got_e.tpot_seconds is None  # no request finished: NaN quantile, not 0
