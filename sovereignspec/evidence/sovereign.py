@@ -144,9 +144,11 @@ def observe(
         noise = rng.normal(0, TPOT_NOISE)  # drawn either way: the noise stream stays the same
         read = max(1e-4, tpot * (1.0 + noise)) if np.isfinite(tpot) else None  # NaN quantile: missing
         if engines_visible:
+            ran = sim.batch[w_tpot, e][sim.active[w_tpot, e]]  # min_over_time over the window
             engines.append(
                 EngineSample(namespace=eng.tenant, pod=eng.name, model_name=TARGET.name,
-                             tpot_seconds=read, running=float(sim.batch[ref, e]), waiting=0.0)
+                             tpot_seconds=read, running=float(sim.batch[ref, e]),
+                             running_min=float(ran.min()), waiting=0.0)
             )  # fmt: skip
         drafts = float(sim.drafts[w_acc, e].sum())
         if eng.draft is not None and drafts > 0 and acceptance_visible:

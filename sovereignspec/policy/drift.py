@@ -6,10 +6,11 @@ operator runs.
 
 "The same" is judged where it matters and is robust to telemetry noise: speculation on/off, and the
 draft budget k at the workload's expected batch. A change deeper in the schedule (a batch range the
-engine rarely reaches) is not drift, with one exception: a cut at the batch the engine runs at now (its
-`num_requests_running`), beside a neighbour within `safety` of its SLO, is neighbour harm. A batch job
-claims its mean batch, where its schedule is often off, and drafts whenever its batch dips; that is
-when it harms a neighbour at its SLO (docs/decision.md, "Harm at the batch the engine runs at").
+engine rarely reaches) is not drift, with one exception: a cut at a batch the engine runs at (its
+`num_requests_running` now, and the fewest over the telemetry window), beside a neighbour within `safety`
+of its SLO, is neighbour harm. A batch job claims its mean batch, where its schedule is often off, and
+drafts whenever its batch dips; that is when it harms a neighbour at its SLO (docs/decision.md, "Harm
+at the batch the engine runs at"; the window's dips: "Harm at the batch the engine dipped to").
 
 The admitted decision is re-evaluated with the same `decide()` on a snapshot restricted to the node
 it runs on, without the workload's own reservation and pods (it is not its own neighbour). DESIGN.md's
@@ -267,7 +268,7 @@ def _one_node_snapshot(
 ) -> tuple[ClusterSnapshot, frozenset[str], tuple[int, ...]]:
     """The snapshot a one-node decision on the admitted node reads, without the workload's own pods,
     reservation and load; the UUIDs of the GPUs its pods hold there (its neighbours are on those); the
-    batches its engines run at (their `num_requests_running`, at least 1)."""
+    batches its engines run at (`_running_batches`)."""
     assert st.node is not None
     node = st.node
     own = (wl.namespace, wl.name)
@@ -340,13 +341,17 @@ def _one_node_snapshot(
 def _running_batches(
     own_pods: frozenset[tuple[str, str]], engine_by_pod: Mapping[tuple[str, str], EngineSample]
 ) -> tuple[int, ...]:
-    """The batches the workload's engines run at (`num_requests_running`, at least 1), smallest first."""
+    """The batches the workload's engines run at, smallest first (at least 1): each engine's
+    `num_requests_running` now and the fewest over the telemetry window. One instantaneous reading
+    misses the dips between refreshes, where the schedule drafts the most."""
     return tuple(
         sorted(
             {
-                max(1, round(e.running))
+                max(1, round(r))
                 for k in own_pods
-                if (e := engine_by_pod.get(k)) is not None and e.running is not None
+                if (e := engine_by_pod.get(k)) is not None
+                for r in (e.running, e.running_min)
+                if r is not None
             }
         )
     )

@@ -31,7 +31,11 @@ H100 = "NVIDIA-H100-80GB-HBM3"
 
 
 def _snapshot(
-    nb_tpot: float, nb_slo_ms: str = "40", ours: bool = True, our_batch: float = 4
+    nb_tpot: float,
+    nb_slo_ms: str = "40",
+    ours: bool = True,
+    our_batch: float = 4,
+    our_min: float | None = None,
 ) -> ClusterSnapshot:
     labels = {meta.LABEL_HOSTNAME: "n1", meta.DEFAULT_JURISDICTION_LABEL: "KR", meta.LABEL_GPU_PRODUCT: H100}
     pods = [
@@ -45,7 +49,11 @@ def _snapshot(
             PodInfo(namespace="bank-a", name="chat-0", node="n1", phase="Running", gpu_request=1,
                     annotations={meta.ANNOTATION_DECISION: "chat"})
         )  # fmt: skip
-        engines.append(EngineSample(namespace="bank-a", pod="chat-0", tpot_seconds=0.02, running=our_batch))
+        engines.append(
+            EngineSample(
+                namespace="bank-a", pod="chat-0", tpot_seconds=0.02, running=our_batch, running_min=our_min
+            )
+        )
         on_gpu0.append(PodRef(namespace="bank-a", name="chat-0"))
     gpus = [
         GpuSample(node="n1", uuid="GPU-0", tensor_active=0.8, fb_free_mib=40000.0, pods=on_gpu0),
@@ -127,6 +135,24 @@ def test_a_cut_at_the_batch_the_engine_runs_at_is_harm() -> None:
     far = evaluate_drift(claims_off, "ss", record, _snapshot(nb_tpot=0.01, our_batch=4), NOW)
     for result in (at_claim, far):
         assert result is not None and not result.drifted and not result.readmit, result
+
+
+def test_a_cut_at_the_batch_the_engine_dipped_to_in_the_window_is_harm() -> None:
+    """The dips fall between refreshes: the engine reads its claimed batch (where k is 0 either way) at
+    every refresh, but dipped to 4 within the telemetry window (`min_over_time`), where it drafted. Beside
+    a neighbour at its SLO that cut is harm; a window whose fewest stayed at the claim is not."""
+    record = _admitted_beside_nb()
+    assert record.status is not None
+    config = record.status.speculative.config
+    off_at = next(b for b in range(1, 1025) if k_at(config, b) == 0)
+    claims_off = eagle3_workload(50, off_at)
+    dipped = _snapshot(nb_tpot=0.0399, our_batch=off_at, our_min=4)
+    near = evaluate_drift(claims_off, "ss", record, dipped, NOW)
+    assert near is not None and near.neighbour_harm and near.readmit, near
+    steady = evaluate_drift(
+        claims_off, "ss", record, _snapshot(nb_tpot=0.0399, our_batch=off_at, our_min=off_at), NOW
+    )
+    assert steady is not None and not steady.drifted and not steady.readmit, steady
 
 
 def _result(**kw: object) -> DriftResult:
