@@ -18,6 +18,7 @@ from sovereignspec.api.speculation_policy import SpeculationPolicySpec
 from sovereignspec.evidence.sovereign import DRIFT_PERIOD_S
 from sovereignspec.model.cluster import AdmissionCheckInfo, ClusterSnapshot, NodeInfo, PodInfo
 from sovereignspec.model.telemetry import EngineSample, GpuSample, PodRef, TelemetrySnapshot
+from sovereignspec.model.workload import WorkloadInfo
 from sovereignspec.operator.drift import NEIGHBOUR_HARM, drift_condition, grace_over
 from sovereignspec.operator.settings import OperatorSettings
 from sovereignspec.policy.decide import decide
@@ -116,17 +117,23 @@ def test_the_threshold_is_the_policy_safety() -> None:
     assert near.neighbour_harm and not far.neighbour_harm
 
 
-def test_a_cut_at_the_batch_the_engine_runs_at_is_harm() -> None:
-    """A workload claiming a batch where its schedule is already off (a batch job at its mean batch)
-    drafts whenever its batch dips. Beside a neighbour at its SLO, today's budget cut at the batch it
-    runs at is harm, though k at the claimed batch is 0 either way; at its claimed batch, or beside a
-    neighbour far from its SLO, it is no drift."""
+def _admitted_claiming_where_it_is_off() -> tuple[SpeculationDecision, str, int, WorkloadInfo]:
+    """The record admitted beside `nb` (drafting at batch 4), its config, the first batch where that
+    config is off, and the workload claiming that batch (a batch job at its mean batch)."""
     record = _admitted_beside_nb()
     assert record.status is not None
     config = record.status.speculative.config
     off_at = next(b for b in range(1, 1025) if k_at(config, b) == 0)
     assert k_at(config, 4) > 0, config
-    claims_off = eagle3_workload(50, off_at)
+    return record, config, off_at, eagle3_workload(50, off_at)
+
+
+def test_a_cut_at_the_batch_the_engine_runs_at_is_harm() -> None:
+    """A workload claiming a batch where its schedule is already off (a batch job at its mean batch)
+    drafts whenever its batch dips. Beside a neighbour at its SLO, today's budget cut at the batch it
+    runs at is harm, though k at the claimed batch is 0 either way; at its claimed batch, or beside a
+    neighbour far from its SLO, it is no drift."""
+    record, config, off_at, claims_off = _admitted_claiming_where_it_is_off()
     near = evaluate_drift(claims_off, "ss", record, _snapshot(nb_tpot=0.0399, our_batch=4), NOW)
     assert near is not None and near.drifted and near.cut and near.neighbour_harm and near.readmit, near
     assert k_at(near.current_config, 4) < k_at(config, 4)
@@ -141,11 +148,7 @@ def test_a_cut_at_the_batch_the_engine_dipped_to_in_the_window_is_harm() -> None
     """The dips fall between refreshes: the engine reads its claimed batch (where k is 0 either way) at
     every refresh, but dipped to 4 within the telemetry window (`min_over_time`), where it drafted. Beside
     a neighbour at its SLO that cut is harm; a window whose fewest stayed at the claim is not."""
-    record = _admitted_beside_nb()
-    assert record.status is not None
-    config = record.status.speculative.config
-    off_at = next(b for b in range(1, 1025) if k_at(config, b) == 0)
-    claims_off = eagle3_workload(50, off_at)
+    record, _, off_at, claims_off = _admitted_claiming_where_it_is_off()
     dipped = _snapshot(nb_tpot=0.0399, our_batch=off_at, our_min=4)
     near = evaluate_drift(claims_off, "ss", record, dipped, NOW)
     assert near is not None and near.neighbour_harm and near.readmit, near
