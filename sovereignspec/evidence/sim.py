@@ -92,6 +92,7 @@ class Simulation:
         self.prefill_ratio = np.array([eng.prefill_ratio for eng in sc.engines])
         self.gpu_of = np.full(n_e, -1, dtype=np.int64)
         self.down_until = np.zeros(n_e, dtype=np.int64)  # restart after a reconfiguration: no tokens
+        self.pod_start = np.zeros(n_e, dtype=np.int64)  # the tick the engine's current pod started
         self.schedule: list[list[list[int]] | None] = [None] * n_e
         self.decisions: dict[int, object] = {}
         gt = [GPU_TYPES[g.kind] for g in self.gpus]
@@ -111,6 +112,7 @@ class Simulation:
         self.accepted = np.zeros((n_t, n_e, K_MAX), dtype=np.int64)
         self.tensor = np.zeros((n_t, n_g))
         self.placement = np.full((n_t, n_e), -1, dtype=np.int64)
+        self.started = np.zeros((n_t, n_e), dtype=np.int64)  # pod_start at each tick
         self.step_true = np.zeros((n_t, n_e))
         self.floor = np.zeros((n_t, n_e))
         self.tick = 0
@@ -184,12 +186,14 @@ class Simulation:
                 if eng.subject:
                     policy.admit(self, e)  # sets the schedule; the placement is fixed by the scenario
                 self.gpu_of[e] = self.gpu_id[(eng.node, eng.gpu_index)]
+                self.pod_start[e] = t
                 continue
             if (t - self.arrival_tick[e]) % 10:
                 continue  # a workload that found no room is retried every 10 ticks
             g = policy.admit(self, e)
             if g is not None:
                 self.gpu_of[e] = g
+                self.pod_start[e] = t
 
     def step(self, policy: Policy, t: int) -> None:
         self.tick = t
@@ -217,6 +221,7 @@ class Simulation:
         self.accepted[t] = acc
         self.tensor[t] = c.gpu_sum(oh)
         self.placement[t] = self.gpu_of
+        self.started[t] = self.pod_start
         self.step_true[t] = c.t
         self.floor[t] = np.where(placed, p.fixed + p.mem, 0.0)
 

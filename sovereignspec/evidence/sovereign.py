@@ -4,7 +4,8 @@ telemetry only, handed to the real `sovereignspec.policy.decide.decide()`.
 Telemetry the policy sees is what the operator holds: the answers to the policy's queries at its last
 refresh (every REFRESH_S, at a phase drawn per seed), of data LAG_S old then, so 15-25 s old. Each query
 reads the policy's `telemetry.window` (default 2m), as the built-in queries do: DCGM tensor-active
-averaged, vLLM TPOT as the policy's `tpotStatistic` reads the per-request histogram
+averaged per pod's series, each over the pod's life in the window, the largest per GPU
+(`evidence/tensor_reading`), vLLM TPOT as the policy's `tpotStatistic` reads the per-request histogram
 (`evidence/tpot_reading`), each with noise, and spec-decode counters summed per engine (per-position up
 to the k the engine ran); `num_requests_running` as old. docs/evidence.md says what each of these
 replaced.
@@ -52,6 +53,7 @@ from sovereignspec.api.speculation_policy import SpeculationPolicy, SpeculationP
 from sovereignspec.api.telemetry_spec import TelemetrySpec
 from sovereignspec.evidence.policies import Scheduled, gpu_on_node, spread_place
 from sovereignspec.evidence.sim import FloatArray, IntArray, Simulation
+from sovereignspec.evidence.tensor_reading import tensor_as_read
 from sovereignspec.evidence.tpot_reading import REQUEST_S, peak_mean_as_read, tpot_as_read
 from sovereignspec.evidence.truth import GPU_TYPES, TARGET
 from sovereignspec.model.cluster import AdmissionCheckInfo, ClusterSnapshot, NodeInfo, PodInfo
@@ -115,15 +117,15 @@ def observe(
     request_ticks = max(1, round(REQUEST_S / dt))
     peak_ticks = max(1, round(telemetry.tpot_peak_seconds / dt))
     placed = sim.placement[ref] if refreshed > 0 else sim.gpu_of
+    started = sim.started[ref]
     gpus = []
     for j, g in enumerate(sim.gpus):
         gt = GPU_TYPES[g.kind]
         n_on = int(np.sum(sim.gpu_of == j))
-        tensor = (
-            float(np.clip(sim.tensor[w_gpu, j].mean() + rng.normal(0, GPU_NOISE), 0.0, 1.0))
-            if refreshed
-            else 0.0
-        )
+        tensor = 0.0
+        if refreshed:
+            load = tensor_as_read(sim.tensor[:, j], w_gpu, started[placed == j])
+            tensor = float(np.clip(load + rng.normal(0, GPU_NOISE), 0.0, 1.0))
         fb = max(0.0, gt.memory_mib * 0.9 * (1.0 - n_on / int(sim.g_replicas[j]))) + 500.0
         pods = [PodRef(namespace=sim.sc.engines[e].tenant, name=sim.sc.engines[e].name)
                 for e in np.nonzero(sim.gpu_of == j)[0]]  # fmt: skip
@@ -326,6 +328,7 @@ class SovereignSpec(Scheduled):
         schedule = cfg.get("num_speculative_tokens_per_batch_size") or None
         sim.schedule[e] = schedule
         sim.down_until[e] = tick + round(RESTART_S / sim.sc.dt_s)
+        sim.pod_start[e] = tick  # evicted and re-admitted: a new pod, new series
         self.reconfigurations += 1
         assert record.status is not None
         spec = record.status.speculative.model_copy(

@@ -107,8 +107,9 @@ class PrometheusProcess:
         p = self._dir / "prometheus.log"
         return p.read_text(errors="replace")[-2000:] if p.exists() else ""
 
-    def query(self, promql: str) -> list[dict[str, Any]]:
-        qs = urllib.parse.urlencode({"query": promql})
+    def query(self, promql: str, at: float | None = None) -> list[dict[str, Any]]:
+        """An instant query, now or at the Unix time `at`."""
+        qs = urllib.parse.urlencode({"query": promql} if at is None else {"query": promql, "time": at})
         with urllib.request.urlopen(f"{self.url}/api/v1/query?{qs}", timeout=5) as r:
             body = json.loads(r.read())
         result: list[dict[str, Any]] = body["data"]["result"]
