@@ -1,9 +1,9 @@
 """Load that runs on a GPU but is not measured yet.
 
-dcgm-exporter's tensor-active reaches the decision as an average over the telemetry window, a scrape or
-more late, and an engine's own vLLM metrics appear once it serves. For a window after a pod starts, its
-GPU reads (nearly) idle: the next workload of a burst was placed and budgeted as if the GPU were empty
-(docs/decision.md, "Load not measured yet").
+dcgm-exporter's tensor-active reaches the decision a scrape and a telemetry refresh late, and an engine's
+own vLLM metrics appear once it serves. Until a new pod's series is in the reading, its GPU reads as it did
+before the pod, (nearly) idle: the next workload of a burst was placed and budgeted as if the GPU were
+empty (docs/decision.md, "Load not measured yet").
 
 The rule: a GPU's load is at least what the LLM engines on it compute alone, g(B) / t(B) each by the
 GPU's profile (the compute share of a plain step), summed and capped at 1. B is the engine's running
