@@ -7,8 +7,10 @@ reads the policy's `telemetry.window` (default 2m), as the built-in queries do: 
 averaged per pod's series, each over the pod's life in the window, the largest per GPU
 (`evidence/tensor_reading`), vLLM TPOT as the policy's `tpotStatistic` reads the per-request histogram
 (`evidence/tpot_reading`), each with noise, and spec-decode counters summed per engine (per-position up
-to the k the engine ran); `num_requests_running` as old. docs/evidence.md says what each of these
-replaced.
+to the k the engine ran); `num_requests_running` as old. A GPU sample names the pods its data saw and
+counts their framebuffer (dcgm-exporter labels a series with its pod from a collection after the pod
+starts), while the cluster snapshot's pods are current, as the API server's are. docs/evidence.md says
+what each of these replaced.
 As in the operator with its defaults (`reconfigureOnNeighbourHarm: true`, `reconfigureOnDrift: false`),
 the simulator runs the operator's drift rule itself (`sovereignspec.policy.drift.evaluate_drift`, the
 function the operator's sweep calls): every DRIFT_PERIOD_S, for each admitted subject, on the cluster
@@ -121,14 +123,14 @@ def observe(
     gpus = []
     for j, g in enumerate(sim.gpus):
         gt = GPU_TYPES[g.kind]
-        n_on = int(np.sum(sim.gpu_of == j))
+        n_on = int(np.sum(placed == j))
         tensor = 0.0
         if refreshed:
             load = tensor_as_read(sim.tensor[:, j], w_gpu, started[placed == j])
             tensor = float(np.clip(load + rng.normal(0, GPU_NOISE), 0.0, 1.0))
         fb = max(0.0, gt.memory_mib * 0.9 * (1.0 - n_on / int(sim.g_replicas[j]))) + 500.0
         pods = [PodRef(namespace=sim.sc.engines[e].tenant, name=sim.sc.engines[e].name)
-                for e in np.nonzero(sim.gpu_of == j)[0]]  # fmt: skip
+                for e in np.nonzero(placed == j)[0]]  # fmt: skip
         gpus.append(
             GpuSample(node=g.node, uuid=f"GPU-{g.node}-{g.index}", model_name=gt.model_name,
                       tensor_active=tensor, fb_free_mib=fb, pods=pods)

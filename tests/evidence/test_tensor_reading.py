@@ -67,3 +67,28 @@ def test_the_simulator_reads_a_new_engines_gpu_since_the_engine_started() -> Non
         assert got == pytest.approx(own, abs=4 * sovereign.GPU_NOISE), eng.name
         diluted += abs(own - whole) > 5 * sovereign.GPU_NOISE
     assert diluted >= 2  # the old reading would have failed here
+
+
+def test_a_gpu_sample_names_the_pods_its_data_saw() -> None:
+    """dcgm-exporter labels a GPU's series with a pod from the scrape after the pod starts: a reading of
+    data from before a pod started names no such pod on any GPU (and counts no framebuffer for it), while
+    the API server already shows the pod bound to its node."""
+    sc = standard_pool("mixed").scenario(("mps", 2e-3))
+    sim = simulate(sc, make_policy("always-on"), 1)
+    checked = 0
+    for e, eng in enumerate(sc.engines):
+        start = int(sim.started[-1, e])
+        if not eng.subject or _ref(sim, start + 1) >= start:
+            continue
+        tick = start + 1  # placed, not yet in the data the operator holds
+        j = int(sim.gpu_of[e])
+        snap = sovereign.observe(sim, tick, TelemetrySpec())
+        named = {(p.namespace, p.name) for g in snap.gpus for p in g.pods}
+        assert (eng.tenant, eng.name) not in named
+        later = next(t for t in range(start, sim.tensor.shape[0]) if _ref(sim, t) >= start)
+        seen = sovereign.observe(sim, later, TelemetrySpec()).gpus[j]
+        assert (eng.tenant, eng.name) in {(p.namespace, p.name) for p in seen.pods}
+        assert seen.fb_free_mib is not None and snap.gpus[j].fb_free_mib is not None
+        assert seen.fb_free_mib < snap.gpus[j].fb_free_mib
+        checked += 1
+    assert checked >= 3
