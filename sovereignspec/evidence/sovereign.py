@@ -99,6 +99,11 @@ def refresh_tick(sim: Simulation, tick: int) -> int:
     return max(0, tick - (tick - phase) % period)
 
 
+def data_tick(sim: Simulation, tick: int) -> int:
+    """The last tick of the data the operator holds at `tick`: its last refresh's, LAG_S old then."""
+    return max(0, refresh_tick(sim, tick) - round(LAG_S / sim.sc.dt_s))
+
+
 def observe(
     sim: Simulation,
     tick: int,
@@ -114,7 +119,7 @@ def observe(
     refreshed = refresh_tick(sim, tick)
     # One reading, one noise draw, until the next refresh.
     rng = np.random.default_rng([sim.seed, 3, refreshed])
-    ref = max(0, refreshed - round(LAG_S / dt))
+    ref = data_tick(sim, tick)
     w_gpu = w_tpot = w_acc = slice(max(0, ref - max(1, round(telemetry.window_seconds / dt)) + 1), ref + 1)
     request_ticks = max(1, round(REQUEST_S / dt))
     peak_ticks = max(1, round(telemetry.tpot_peak_seconds / dt))
@@ -123,14 +128,13 @@ def observe(
     gpus = []
     for j, g in enumerate(sim.gpus):
         gt = GPU_TYPES[g.kind]
-        n_on = int(np.sum(placed == j))
+        on = np.flatnonzero(placed == j)  # the pods the reading's data saw on this GPU
         tensor = 0.0
         if refreshed:
-            load = tensor_as_read(sim.tensor[:, j], w_gpu, started[placed == j])
+            load = tensor_as_read(sim.tensor[:, j], w_gpu, started[on])
             tensor = float(np.clip(load + rng.normal(0, GPU_NOISE), 0.0, 1.0))
-        fb = max(0.0, gt.memory_mib * 0.9 * (1.0 - n_on / int(sim.g_replicas[j]))) + 500.0
-        pods = [PodRef(namespace=sim.sc.engines[e].tenant, name=sim.sc.engines[e].name)
-                for e in np.nonzero(placed == j)[0]]  # fmt: skip
+        fb = max(0.0, gt.memory_mib * 0.9 * (1.0 - len(on) / int(sim.g_replicas[j]))) + 500.0
+        pods = [PodRef(namespace=sim.sc.engines[e].tenant, name=sim.sc.engines[e].name) for e in on]
         gpus.append(
             GpuSample(node=g.node, uuid=f"GPU-{g.node}-{g.index}", model_name=gt.model_name,
                       tensor_active=tensor, fb_free_mib=fb, pods=pods)

@@ -256,7 +256,7 @@ def test_the_simulator_reads_the_policys_telemetry_window() -> None:
     sc = standard_pool("mixed").scenario(("mps", 2e-3))
     sim = simulate(sc, make_policy("always-on"), 1)
     tick = sim.tensor.shape[0] - 1
-    ref = sovereign.refresh_tick(sim, tick) - round(sovereign.LAG_S / sc.dt_s)
+    ref = sovereign.data_tick(sim, tick)
     short, long = (sovereign.observe(sim, tick, TelemetrySpec(window=w)) for w in ("30s", "300s"))
     for j, (a, b) in enumerate(zip(short.gpus, long.gpus, strict=True)):
         means = [sim.tensor[ref - round(w / sc.dt_s) + 1 : ref + 1, j].mean() for w in (30.0, 300.0)]

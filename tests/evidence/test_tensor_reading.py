@@ -10,7 +10,7 @@ import pytest
 from sovereignspec.api.telemetry_spec import TelemetrySpec
 from sovereignspec.evidence import sovereign
 from sovereignspec.evidence.pools import standard_pool
-from sovereignspec.evidence.sim import Simulation, simulate
+from sovereignspec.evidence.sim import simulate
 from sovereignspec.evidence.suite import make_policy
 from sovereignspec.evidence.tensor_reading import tensor_as_read
 
@@ -39,11 +39,6 @@ def test_a_time_sliced_gpu_reads_the_largest_of_its_pods_series() -> None:
     assert tensor_as_read(fell, WINDOW, pods) == pytest.approx(fell[WINDOW].mean())
 
 
-def _ref(sim: Simulation, tick: int) -> int:
-    """The last tick of the data the reading at `tick` holds."""
-    return max(0, sovereign.refresh_tick(sim, tick) - round(sovereign.LAG_S / sim.sc.dt_s))
-
-
 def test_the_simulator_reads_a_new_engines_gpu_since_the_engine_started() -> None:
     """On the mixed pool every subject arrives after the first refreshes: a reading of its GPU taken less
     than a window after it started averages only the ticks since its pod started, where the GPU's mean
@@ -56,8 +51,8 @@ def test_the_simulator_reads_a_new_engines_gpu_since_the_engine_started() -> Non
         if not eng.subject:
             continue
         j, start = int(sim.gpu_of[e]), int(sim.started[-1, e])
-        tick = next(t for t in range(start, sim.tensor.shape[0]) if _ref(sim, t) >= start + 5)
-        ref = _ref(sim, tick)
+        tick = next(t for t in range(start, sim.tensor.shape[0]) if sovereign.data_tick(sim, t) >= start + 5)
+        ref = sovereign.data_tick(sim, tick)
         on_gpu = sim.placement[ref] == j
         if sim.started[ref][on_gpu].max() > start:
             continue  # a younger pod's series is the shorter one
@@ -78,14 +73,14 @@ def test_a_gpu_sample_names_the_pods_its_data_saw() -> None:
     checked = 0
     for e, eng in enumerate(sc.engines):
         start = int(sim.started[-1, e])
-        if not eng.subject or _ref(sim, start + 1) >= start:
+        if not eng.subject or sovereign.data_tick(sim, start + 1) >= start:
             continue
         tick = start + 1  # placed, not yet in the data the operator holds
         j = int(sim.gpu_of[e])
         snap = sovereign.observe(sim, tick, TelemetrySpec())
         named = {(p.namespace, p.name) for g in snap.gpus for p in g.pods}
         assert (eng.tenant, eng.name) not in named
-        later = next(t for t in range(start, sim.tensor.shape[0]) if _ref(sim, t) >= start)
+        later = next(t for t in range(start, sim.tensor.shape[0]) if sovereign.data_tick(sim, t) >= start)
         seen = sovereign.observe(sim, later, TelemetrySpec()).gpus[j]
         assert (eng.tenant, eng.name) in {(p.namespace, p.name) for p in seen.pods}
         assert seen.fb_free_mib is not None and snap.gpus[j].fb_free_mib is not None
