@@ -16,7 +16,9 @@ Choices where DESIGN.md is silent:
   record (outside Kueue, in a system namespace, or decided by another controller) is read from its
   annotations.
 - On a time-sliced node, a GPU pod bound there that no GPU sample names yet (dcgm-exporter's pod
-  labels lag) counts as a neighbour on every shared GPU at their highest load.
+  labels lag) is placed as the device plugin placed it under `Distributed` allocation
+  (`placed_as_distributed`, applied in `Facts.samples`), and counts as a neighbour on every shared GPU
+  at their highest load otherwise.
 - Draft memory: the minimum free framebuffer over the node's free GPUs must hold the draft; unknown
   free memory turns speculation off on that node.
 """
@@ -38,7 +40,7 @@ from sovereignspec.model.cluster import NodeInfo, PodInfo
 from sovereignspec.model.profiles import ProfileBook
 from sovereignspec.model.speedup import slack_scalar, slo_margin_scalar
 from sovereignspec.model.steptime import StepCurve
-from sovereignspec.model.telemetry import EngineSample, GpuSample
+from sovereignspec.model.telemetry import EngineSample, GpuSample, PodRef
 from sovereignspec.policy.record import ReasonType, fmt
 
 FloatArray = npt.NDArray[np.float64]
@@ -188,6 +190,26 @@ def unattributed_gpu_pods(
         (p.namespace, p.name)
         for p in pods
         if p.gpu_request > 0 and not p.daemonset and (p.namespace, p.name) not in named
+    ]
+
+
+def placed_as_distributed(
+    samples: Sequence[GpuSample], unattributed: Sequence[tuple[str, str]], per_gpu: int
+) -> list[GpuSample]:
+    """The samples with each pod that no sample names yet placed as a `Distributed` device plugin placed
+    it: on a GPU with the fewest pods, the least loaded of those (the plugin's tie-break is unknown, and
+    so the GPUs left to the next pod are judged at their highest load). A pod that finds every GPU full
+    is left unplaced (the samples are older than the binding)."""
+    pods = [list(g.pods) for g in samples]
+    for ns, name in unattributed:
+        room = [i for i, got in enumerate(pods) if len(got) < per_gpu]
+        if not room:
+            break
+        j = min(room, key=lambda i: (len(pods[i]), float(samples[i].tensor_active or 0.0)))
+        pods[j].append(PodRef(namespace=ns, name=name))
+    return [
+        g if len(got) == len(g.pods) else g.model_copy(update={"pods": got})
+        for g, got in zip(samples, pods, strict=True)
     ]
 
 

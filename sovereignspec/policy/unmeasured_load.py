@@ -12,6 +12,10 @@ else the policy's defaultExpectedBatch. A pod counts as an LLM engine when it cl
 that claims none, or whose profile is unknown, cannot be priced and adds nothing (its load shows in the
 measurement after the window, as before). A measured load above the floor stands: prefill, speculation
 and other tenants' work are in the measurement, not in the floor.
+
+A pod reaches a GPU sample's pod labels a collection after it starts. Until then, on a time-sliced node,
+it is priced on the GPU the device plugin gave it (`Facts.samples` places it first), or, where the
+allocation is unknown, on every GPU with a free replica (`unattributed`).
 """
 
 from __future__ import annotations
@@ -35,16 +39,20 @@ def with_unmeasured_load(
     pod_by_key: Mapping[tuple[str, str], PodInfo],
     engine_by_pod: Mapping[tuple[str, str], EngineSample],
     busy: BusyFraction,
+    unattributed: Sequence[tuple[str, str]] = (),
+    per_gpu: int = 1,
 ) -> Sequence[GpuSample]:
     """The samples, each GPU's tensor-active raised to the floor its engines predict (the same list when
-    no GPU is below it; a GPU of unknown load stays unknown)."""
+    no GPU is below it; a GPU of unknown load stays unknown). `unattributed`: the node's GPU pods that no
+    sample names yet (`node_state.unattributed_gpu_pods`), each counted on every GPU with fewer than
+    `per_gpu` pods, any of which it may hold."""
     out: list[GpuSample] | None = None
     for i, g in enumerate(samples):
-        if g.tensor_active is None or not g.pods:
+        extra = unattributed if len(g.pods) < per_gpu else ()
+        if g.tensor_active is None or not (g.pods or extra):
             continue
         floor = 0.0
-        for ref in g.pods:
-            key = (ref.namespace, ref.name)
+        for key in (*((p.namespace, p.name) for p in g.pods), *extra):
             pod = pod_by_key.get(key)
             if pod is None:
                 continue

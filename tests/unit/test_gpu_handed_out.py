@@ -189,3 +189,25 @@ def test_the_speed_up_is_judged_at_the_load_of_the_gpu_the_pod_gets() -> None:
     carry_index(unnamed, snap)  # as the operator's next snapshot: the node's facts are dropped
     (still,) = decide(req, unnamed, policies, NOW).candidates
     assert still.load == 0.8
+
+
+def test_a_pod_no_sample_names_yet_takes_a_gpu_as_the_plugin_gave_it_and_leaves_the_others() -> None:
+    """GPU-0 carries `nb` at 0.8, GPU-1 and GPU-2 are empty, and `late` is bound but on no sample yet. The
+    plugin gave `late` one of the empty GPUs, so the next pod gets the other one, idle: judging every
+    free GPU (the rule before session 37) read the node at 0.8, and a burst's next workload went to a
+    slower card (docs/decision.md, "Load not measured yet"). `Unknown` allocation still judges them all."""
+    snap = _snapshot(nb_tpot=0.01)
+    tel = snap.telemetry
+    assert tel is not None
+    late = PodInfo(namespace="shop", name="late", node="n1", phase="Running", gpu_request=1)
+    three = snap.model_copy(
+        update={
+            "nodes": [_node(6)],
+            "pods": [*snap.pods, late],
+            "telemetry": tel.model_copy(update={"gpus": [*tel.gpus, _gpu("GPU-2", 0.0)]}),
+        }
+    )
+    req, policies = request_for(_workload(), three)
+    (got,) = decide(req, three, policies, NOW).candidates
+    (every,) = decide(req, three, _with_allocation(policies, "Unknown"), NOW).candidates
+    assert (got.load, every.load) == (0.0, 0.8)

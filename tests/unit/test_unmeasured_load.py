@@ -14,7 +14,7 @@ from sovereignspec.model.cluster import PodInfo
 from sovereignspec.model.profiles import profile_book
 from sovereignspec.model.steptime import StepCurve
 from sovereignspec.model.telemetry import EngineSample, GpuSample, PodRef
-from sovereignspec.policy.node_state import claims_of
+from sovereignspec.policy.node_state import claims_of, placed_as_distributed
 from sovereignspec.policy.unmeasured_load import busy_alone, with_unmeasured_load
 from tests.unit.test_keep_capacity import H100, TARGET, _decide, _snapshot
 
@@ -100,3 +100,51 @@ def test_the_next_workload_of_a_burst_does_not_pile_onto_a_gpu_that_reads_idle()
     assert got.node == "free"
     load = {c.node: c.load for c in got.candidates}
     assert load["free"] == 0.0 and load["busy"] == pytest.approx(_busy(pods[0], 44.0), abs=1e-6)
+
+
+def test_a_pod_no_sample_names_yet_floors_every_gpu_with_room_for_it() -> None:
+    """dcgm-exporter names a pod a collection after it starts: until then, on a time-sliced node, it may
+    hold any GPU with a free replica, and each such GPU is priced with it; a full GPU cannot hold it."""
+    pods = {("web", "a"): _pod("a", target_model=TARGET, expected_batch="44"),
+            ("web", "new"): _pod("new", target_model=TARGET, expected_batch="36")}  # fmt: skip
+    full, room, empty = _gpu(0.0, "a", "x"), _gpu(0.0, "a"), _gpu(0.0)
+    got = with_unmeasured_load([full, room, empty], pods, {}, _busy, [("web", "new")], per_gpu=2)
+    a, new = _busy(pods[("web", "a")], None) or 0.0, _busy(pods[("web", "new")], None) or 0.0
+    assert [g.tensor_active for g in got] == [a, min(1.0, a + new), new]
+    unpriced = {("web", "b"): _pod("b")}  # no target model: nothing to price
+    assert (
+        with_unmeasured_load([empty], unpriced, {}, _busy, [("web", "b")], per_gpu=2)[0].tensor_active == 0.0
+    )
+    assert with_unmeasured_load([_gpu(None)], pods, {}, _busy, [("web", "new")], 2)[0].tensor_active is None
+
+
+def test_the_next_workload_of_a_burst_does_not_pile_onto_pods_no_sample_names_yet() -> None:
+    """random-003-g3-036, seed 1: s-1, s-4 and s-6 arrived 10-16 s apart and each was sent to the same
+    time-sliced node, whose GPUs still read idle and named none of the pods bound there."""
+    idle = [(0.0, [])]
+    snap = _snapshot([("busy", H100, 2, idle), ("free", H100, 2, idle)])
+    bound = PodInfo(namespace="web", name="s-1", node="busy", phase="Running", gpu_request=1,
+                    annotations={"sovereignspec.io/target-model": TARGET,
+                                 "sovereignspec.io/expected-batch": "64"})  # fmt: skip
+    snap = snap.model_copy(update={"pods": [*snap.pods, bound]})
+    assert _decide(snap, "interactive", 36).node == "free"
+
+
+def test_pods_no_sample_names_yet_are_placed_as_a_distributed_device_plugin_places_them() -> None:
+    """Each goes to a GPU with the fewest pods, the least loaded of those: the GPUs left with the fewest
+    are the ones a next pod may get, judged at their highest load; a pod that finds every GPU full is
+    left unplaced."""
+    gpus = [
+        GpuSample(node="n", uuid=f"g{i}", tensor_active=u, pods=[PodRef(namespace="web", name=p) for p in ps])
+        for i, (u, ps) in enumerate([(0.5, ["a"]), (0.3, []), (0.1, [])])
+    ]
+    new = [("web", x) for x in ("x", "y", "z", "v", "w")]
+    got = placed_as_distributed(gpus, new[:3], per_gpu=2)
+    assert [[p.name for p in g.pods] for g in got] == [["a"], ["y"], ["x", "z"]]
+    full = placed_as_distributed(gpus, new, per_gpu=2)
+    assert [[p.name for p in g.pods] for g in full] == [["a", "w"], ["y", "v"], ["x", "z"]]
+    assert placed_as_distributed(gpus, [], per_gpu=2) == gpus
+    assert placed_as_distributed(gpus, new, per_gpu=1)[1:] == [
+        g.model_copy(update={"pods": [PodRef(namespace="web", name=n)]})
+        for g, n in zip(gpus[1:], ("y", "x"), strict=True)
+    ]

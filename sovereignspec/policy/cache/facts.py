@@ -37,6 +37,8 @@ from sovereignspec.policy.node_state import (
     neighbour_inputs,
     neighbour_sigma,
     node_input,
+    placed_as_distributed,
+    replicas,
     unattributed_gpu_pods,
 )
 from sovereignspec.policy.request import Policies
@@ -256,7 +258,9 @@ class Facts:
         return self._ld_scope
 
     def samples(self, node: NodeInfo) -> Sequence[GpuSample]:
-        """The node's GPU samples, loads raised to what their engines compute alone (`unmeasured_load`)."""
+        """The node's GPU samples, loads raised to what their engines compute alone (`unmeasured_load`),
+        with the pods no sample names yet on the GPUs a `Distributed` device plugin gave them
+        (`node_state.placed_as_distributed`), else priced on every GPU with a free replica."""
         raw = self.idx.gpus_by_node.get(node.name, [])
         if not raw:
             return raw
@@ -284,9 +288,16 @@ class Facts:
                     )
                 return known[key]
 
-            return with_unmeasured_load(raw, self.idx.pod_by_key, self.idx.engine_by_pod, busy)
+            unattributed = unattributed_gpu_pods(node, raw, self.idx.pods_by_node.get(node.name, ()))
+            per_gpu, named = replicas(node, raw), raw
+            if unattributed and p.shared_gpu_allocation == "Distributed":
+                named, unattributed = placed_as_distributed(raw, unattributed, per_gpu), []
+            return with_unmeasured_load(
+                named, self.idx.pod_by_key, self.idx.engine_by_pod, busy, unattributed, per_gpu
+            )
 
-        return self.memo(FactKey("samples", node.name, self._load_scope()), build)
+        key = FactKey("samples", node.name, (*self._load_scope(), self.policy.shared_gpu_allocation))
+        return self.memo(key, build)
 
     def gpu_state(self, node: NodeInfo) -> GpuInfo:
         """The node's free GPUs, and the load and free memory of those a new pod will run on, the ones
