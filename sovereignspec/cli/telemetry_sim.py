@@ -63,6 +63,10 @@ def run(args: argparse.Namespace) -> int:
         updates |= {"nodes": [], "pods": []} if not args.scenario else {"pods": []}
     scenario = scenario.model_copy(update=updates)
 
+    # Before anything serves: a SIGTERM that arrives while the server starts still stops it cleanly.
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
     sim = Simulator(scenario)
     source = None
     if args.kubeconfig:
@@ -83,10 +87,6 @@ def run(args: argparse.Namespace) -> int:
     if args.file_sd:
         _write_file_sd(args.file_sd, server.port)
     print(f"serving {server.url}", flush=True)
-
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
     stop.wait()
     server.stop()
     if source is not None:

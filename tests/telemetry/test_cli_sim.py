@@ -42,12 +42,14 @@ def test_serves_metrics_and_writes_file_sd(tmp_path: Path) -> None:
     try:
         deadline = time.monotonic() + 20
         body = ""
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline:  # the target file is written just after the server answers
             try:
                 body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
-                break
+                if sd.exists():
+                    break
             except OSError:
-                time.sleep(0.2)
+                pass
+            time.sleep(0.2)
         assert "vllm:spec_decode_num_accepted_tokens_per_pos_total{" in body
         assert "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE{" in body
         assert json.loads(sd.read_text()) == [
