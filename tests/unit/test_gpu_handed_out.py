@@ -211,3 +211,22 @@ def test_a_pod_no_sample_names_yet_takes_a_gpu_as_the_plugin_gave_it_and_leaves_
     (got,) = decide(req, three, policies, NOW).candidates
     (every,) = decide(req, three, _with_allocation(policies, "Unknown"), NOW).candidates
     assert (got.load, every.load) == (0.0, 0.8)
+
+
+def test_the_neighbours_one_allocation_reads_are_not_served_to_another() -> None:
+    """The samples depend on `sharedGpuAllocation` (a pod no sample names is placed under `Distributed`
+    only), so the neighbours read from them are kept per allocation: `Unknown` after `Distributed` on the
+    same snapshot decides as `Unknown` alone."""
+    snap = _snapshot(nb_tpot=0.01)
+    late = PodInfo(namespace="shop", name="late", node="n1", phase="Running", gpu_request=1,
+                   annotations={meta.ANNOTATION_TPOT_SLO_MS: "40"})  # fmt: skip
+    alone, shared = (snap.model_copy(update={"pods": [*snap.pods, late]}) for _ in range(2))
+    req, policies = request_for(_workload(), shared)
+    unknown = _with_allocation(policies, "Unknown")
+    expected = decide(req, alone, unknown, NOW)
+    decide(req, shared, policies, NOW)
+    after = decide(req, shared, unknown, NOW)
+    assert [(nb.pod, nb.slowdown) for nb in after.neighbours] == [
+        (nb.pod, nb.slowdown) for nb in expected.neighbours
+    ]
+    assert after.speculative.schedule == expected.speculative.schedule

@@ -131,14 +131,16 @@ class Facts:
         return self._book
 
     def _neighbour_scope(self) -> tuple[object, ...]:
-        """Everything `neighbour_inputs` reads of the policies: the profile book and four numbers
-        (not the slack aggregation: both classes of a tenant share a node's neighbours)."""
+        """Everything `neighbour_inputs` reads of the policies: the profile book, four numbers and what
+        `samples` reads (the load scope and the allocation) (not the slack aggregation: both classes of a
+        tenant share a node's neighbours)."""
         if self._nb_scope is not None:
             return self._nb_scope
         p = self.policy
         self._nb_scope = (
             Same(self.profiles()), p.default_tpot_slo_ms, p.unknown_neighbour_slack,
             p.unknown_neighbour_margin, p.min_tpot_slo_ms, self.sov, p.default_expected_batch, p.max_batch,
+            p.shared_gpu_allocation,
         )  # fmt: skip
         return self._nb_scope
 
