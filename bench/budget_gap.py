@@ -19,18 +19,13 @@ import numpy.typing as npt
 
 from sovereignspec.evidence import policies as pol
 from sovereignspec.evidence.metrics import goodput
-from sovereignspec.evidence.pools import STANDARD_POOLS, load_pool, standard_pool
-from sovereignspec.evidence.scenario import Scenario
+from sovereignspec.evidence.pools import pool_named
 from sovereignspec.evidence.sim import Simulation, simulate
 from sovereignspec.evidence.stats import mean_ci
 from sovereignspec.evidence.suite import make_policy
 
 FloatArray = npt.NDArray[np.float64]
 Seed = tuple[float, FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]
-
-
-def _scenario(pool: str) -> Scenario:
-    return (standard_pool(pool) if pool in STANDARD_POOLS else load_pool(pool)).scenario()
 
 
 def _per_engine(s: Simulation, horizon_s: float) -> tuple[FloatArray, FloatArray, FloatArray]:
@@ -45,7 +40,7 @@ def _per_engine(s: Simulation, horizon_s: float) -> tuple[FloatArray, FloatArray
 
 def _one(args: tuple[str, str, int]) -> Seed:
     pool, name, seed = args
-    sc = _scenario(pool)
+    sc = pool_named(pool).scenario()
     ours = simulate(sc, make_policy(name), seed)
     oracle = simulate(sc, pol.PlacedOracle(ours.placement.max(axis=0)), seed)
     gp_a, k_a, batch = _per_engine(ours, sc.horizon_s)
@@ -69,7 +64,7 @@ def main() -> int:
             print(f"{pool}: the oracle's budget on {a.policy}'s placement {m * 100:+.2f} % [{lo * 100:+.2f}, "
                   f"{hi * 100:+.2f}] (seeds 1-{a.seeds})")  # fmt: skip
             gain, k_a, k_b, batch, gp_a = (np.stack([r[i] for r in runs]).mean(axis=0) for i in range(1, 6))
-            for e, eng in enumerate(_scenario(pool).engines):
+            for e, eng in enumerate(pool_named(pool).scenario().engines):
                 print(
                     f"  {'subject' if eng.subject else 'backgr.'} {eng.name:16s} batch {batch[e]:6.1f}  "
                     f"k {k_a[e]:4.2f} -> {k_b[e]:4.2f}  tok/s within SLO {gp_a[e]:8.1f} {gain[e]:+8.1f}"

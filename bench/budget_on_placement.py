@@ -15,7 +15,7 @@ import sys
 import numpy as np
 
 from sovereignspec.evidence import policies as pol
-from sovereignspec.evidence.pools import STANDARD_POOLS, load_pool, standard_pool
+from sovereignspec.evidence.pools import pool_named
 from sovereignspec.evidence.sim import simulate
 from sovereignspec.evidence.stats import mean_ci
 from sovereignspec.evidence.suite import make_policy
@@ -35,7 +35,7 @@ def main() -> int:
         return f"{m * 100:+.2f} % [{lo * 100:+.2f}, {hi * 100:+.2f}]"
 
     for name in args.pools:
-        sc = (standard_pool(name) if name in STANDARD_POOLS else load_pool(name)).scenario()
+        sc = pool_named(name).scenario()
         subj = np.array([e.subject for e in sc.engines])
         pool, ours, others = [], [], []
         for s in range(1, args.seeds + 1):

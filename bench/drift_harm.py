@@ -27,7 +27,7 @@ import numpy as np
 from sovereignspec.api.speculation_policy import SpeculationPolicySpec
 from sovereignspec.evidence import policies as pol
 from sovereignspec.evidence.metrics import caused_windows, goodput
-from sovereignspec.evidence.pools import STANDARD_POOLS, load_pool, standard_pool
+from sovereignspec.evidence.pools import pool_named
 from sovereignspec.evidence.sim import simulate
 from sovereignspec.evidence.stats import mean_ci
 from sovereignspec.evidence.suite import make_policy
@@ -35,7 +35,7 @@ from sovereignspec.evidence.suite import make_policy
 
 def _one(args: tuple[str, str, int]) -> tuple[str, str, int, float, int, int, int]:
     pool, name, seed = args
-    sc = (standard_pool(pool) if pool in STANDARD_POOLS else load_pool(pool)).scenario()
+    sc = pool_named(pool).scenario()
     policy = make_policy(name)
     s = simulate(sc, policy, seed)
     plain = simulate(sc, pol.Replay(s.placement.max(axis=0)), seed)

@@ -17,7 +17,7 @@ import sys
 import numpy as np
 
 from sovereignspec.evidence import policies as pol
-from sovereignspec.evidence.pools import STANDARD_POOLS, load_pool, standard_pool
+from sovereignspec.evidence.pools import pool_named
 from sovereignspec.evidence.sim import FloatArray, Simulation, simulate
 from sovereignspec.evidence.stats import mean_ci
 
@@ -47,7 +47,7 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--k", type=int, default=1)
     args = ap.parse_args()
-    sc = (standard_pool(args.pool) if args.pool in STANDARD_POOLS else load_pool(args.pool)).scenario()
+    sc = pool_named(args.pool).scenario()
     seeds = range(1, args.seeds + 1)
     plain = {s: slo_tokens(simulate(sc, pol.off(), s)) for s in seeds}
     print(f"{sc.name}: each subject alone at k={args.k}, others plain; seeds 1-{args.seeds}; mean [95 % CI]")

@@ -20,7 +20,7 @@ import sys
 from typing import Any
 
 from sovereignspec.evidence.metrics import goodput
-from sovereignspec.evidence.pools import STANDARD_POOLS, load_pool, standard_pool
+from sovereignspec.evidence.pools import pool_named
 from sovereignspec.evidence.sim import simulate
 from sovereignspec.evidence.stats import paired_gain
 from sovereignspec.evidence.suite import make_policy
@@ -29,7 +29,7 @@ from sovereignspec.evidence.suite import make_policy
 def dump(pools: list[str], policies: list[str], seeds: int) -> dict[str, dict[str, list[float]]]:
     out: dict[str, dict[str, list[float]]] = {}
     for name in pools:
-        sc = (standard_pool(name) if name in STANDARD_POOLS else load_pool(name)).scenario()
+        sc = pool_named(name).scenario()
         out[sc.name] = {
             p: [goodput(simulate(sc, make_policy(p), s)) for s in range(1, seeds + 1)] for p in policies
         }

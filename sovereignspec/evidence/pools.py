@@ -260,3 +260,9 @@ def load_pool(path: str | Path) -> Pool:
 def standard_pool(name: str) -> Pool:
     """One of the standard suite's pools (mixed, busy, stress), from its shipped file."""
     return load_pool(POOL_DIR / f"{name}.yaml")
+
+
+def pool_named(ref: str) -> Pool:
+    """A standard pool by its name (`STANDARD_POOLS`), else the pool file at path `ref`: how the bench
+    scripts name the pools they run."""
+    return standard_pool(ref) if ref in STANDARD_POOLS else load_pool(ref)

@@ -17,6 +17,7 @@ from sovereignspec.evidence.pools import (
     PoolError,
     load_pool,
     parse_pool,
+    pool_named,
     standard_pool,
 )
 
@@ -82,6 +83,15 @@ def test_unreadable_files(tmp_path: Path) -> None:
     bad.write_text("nodes: [\n")
     with pytest.raises(PoolError, match="not valid YAML"):
         load_pool(bad)
+
+
+def test_a_pool_is_named_by_its_standard_name_else_by_its_file(tmp_path: Path) -> None:
+    assert pool_named("mixed") == standard_pool("mixed")
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(TINY))
+    assert pool_named(str(path)) == load_pool(path)
+    with pytest.raises(PoolError, match="cannot read"):
+        pool_named("mixd")  # neither a standard name nor a file
 
 
 def test_cli_runs_a_pool_file_with_the_suite_shape(
