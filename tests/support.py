@@ -11,7 +11,7 @@ import numpy.typing as npt
 from sovereignspec.api import meta
 from sovereignspec.model.workload import CheckEntry, PodSetAssignment, PodSetInfo, WorkloadInfo
 from sovereignspec.policy.budget import Evaluation, Groups, evaluate_groups, tables
-from sovereignspec.policy.conditions import neighbour_bounds
+from sovereignspec.policy.conditions import neighbour_table
 from sovereignspec.policy.node_state import NodeInput
 from sovereignspec.telemetry.sim.scenario import Override
 from sovereignspec.telemetry.sim.simulator import Simulator
@@ -35,7 +35,7 @@ def evaluate_nodes(
     return evaluate_groups(
         tables(groups, expected_length, range_ends, expected_batch, min_gain),
         gid,
-        neighbour_bounds([nd.neighbours for nd in nodes], safety),
+        neighbour_table([nd.neighbours for nd in nodes], safety),
         expected_range,
         arriving,
     )

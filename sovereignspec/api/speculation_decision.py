@@ -41,12 +41,15 @@ class Reason(Model):
 
 
 class NeighbourImpact(Model):
-    """A co-located engine: its SLO margin before our workload, and our predicted slowdown of it."""
+    """A co-located engine: its SLO margin before our workload, our predicted slowdown of it through
+    compute (`slowdown`), and, where we arrive, through the memory bandwidth our plain steps take
+    (`memorySlowdown`; 0 where our pods already run there). Each must stay within the margin."""
 
     namespace: str
     pod: str
     margin_before: float | None = None
     slowdown: float | None = None
+    memory_slowdown: float | None = None
 
 
 class AcceptanceSummary(Model):

@@ -1,5 +1,7 @@
 """S_real, τ, slack, break-even slack, Δu, neighbour slowdown ε_j, its inverse (the largest Δu a
-neighbour tolerates) and the SLO margin (DESIGN.md §2): each formula once, here.
+neighbour tolerates), the slowdown through memory bandwidth and the allowance it leaves, and the SLO margin
+(DESIGN.md §2; the bandwidth term: docs/decision.md, "Memory bandwidth at arrival"): each formula once,
+here.
 
 The vectorised forms are numpy ufunc-style functions that broadcast over any shape (k x batch ranges x
 nodes x neighbours); a `_scalar` form beside one computes the same number in plain Python for code that
@@ -87,6 +89,36 @@ def max_load_increase(sigma_j: FloatArray, thr_j: FloatArray, u_j: FloatArray) -
     d = np.minimum(d, np.where(np.isinf(thr_j), np.inf, np.nextafter(room, -np.inf)))
     d = np.where(thr_j < 0, -np.inf, d)
     out: FloatArray = d.min(axis=1) if d.shape[1] else np.full(d.shape[0], np.inf)
+    return out
+
+
+def memory_share_scalar(t0: float, sigma: float, tpot_seconds: float | None) -> float:
+    """The share of an engine's step spent reading its weights, as measured: t0 over its TPOT, never
+    above its slack sigma = t0 / t_u(B) (the roofline's t_u leaves out the per-step CPU time, which
+    reads no memory, so sigma alone overstates it). 0 where it reports no TPOT: an engine without
+    metrics is priced by the policy's assumed margin alone, so that a pod claiming an SLO without
+    metrics cannot switch its neighbours' speculation off (docs/hostile-tenant.md)."""
+    if tpot_seconds is None or tpot_seconds <= 0:
+        return 0.0
+    return min(sigma, t0 / tpot_seconds)
+
+
+def bandwidth_slowdown(memory_j: Arr, v: Arr) -> FloatArray:
+    """A neighbour's slowdown when a newcomer reads memory for a share v of its wall time: under fair
+    sharing of DRAM bandwidth the neighbour's memory part (memory_j of its step) is stretched by at most
+    1 + v, so it slows by memory_j·v."""
+    return np.asarray(memory_j, dtype=np.float64) * np.asarray(v, dtype=np.float64)
+
+
+def allowance_left(thr_j: Arr, slowed: Arr) -> FloatArray:
+    """What is left of a neighbour's allowed slowdown thr_j once something has slowed it by `slowed`:
+    slowdowns compound, (1 + slowed)(1 + ε) ≤ 1 + thr_j, so ε ≤ (1 + thr_j) / (1 + slowed) - 1 (thr_j
+    itself where nothing slowed it; +inf stays +inf, a negative allowance stays negative)."""
+    thr = np.asarray(thr_j, dtype=np.float64)
+    sl = np.asarray(slowed, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        left = (1.0 + thr) / (1.0 + sl) - 1.0
+    out: FloatArray = np.where((sl == 0) | np.isinf(thr), thr, left)
     return out
 
 

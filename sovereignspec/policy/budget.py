@@ -28,7 +28,7 @@ import numpy.typing as npt
 from sovereignspec.api.speculation_decision import Reason
 from sovereignspec.model.speedup import arrival_share, load_increase, real_speedup, slack, step_ratio
 from sovereignspec.model.steptime import StepCurve, stretched
-from sovereignspec.policy.conditions import neighbour_load, neighbour_slo, self_benefit
+from sovereignspec.policy.conditions import NeighbourTable, neighbour_load, neighbour_slo, self_benefit
 from sovereignspec.policy.node_state import NodeInput
 from sovereignspec.policy.pin import Pin
 from sovereignspec.policy.record import ReasonType
@@ -136,6 +136,7 @@ class Tables:
     du: FloatArray  # [G, R+1, K+1] conservative Δu
     reach: FloatArray  # [G, R+1, K+1] max of Δu over budgets 0..k (NaN from a NaN on)
     arrival: FloatArray  # [G, R+1] our plain tensor share at the observed load (`arrival_share`)
+    memory: FloatArray  # [G, R+1] our plain memory share t0 / t_u(B) at the observed load (`slack`)
     best: IntArray  # [G, R+1, K+1] best budget among 0..k passing self-benefit (k = 0 scores 1)
     step: FloatArray  # [G] t_u(B) at the expected batch, plain
     slack: FloatArray  # [G] sigma(B) = t0 / t_u(B) at the expected batch
@@ -155,6 +156,7 @@ class Evaluation:
     slack_expected: FloatArray  # [N]
     load_increase_expected: FloatArray  # [N] Δu at the expected batch with its range's k*
     arrival_expected: FloatArray  # [N] our plain share at the expected batch where we arrive, else 0
+    memory_expected: FloatArray  # [N] our plain memory share at the expected batch where we arrive, else 0
     speedup_by_k: FloatArray  # [N, K+1] S_real at the expected batch for every k (for the record)
     step_expected: FloatArray  # [N] t_u(B) at the expected batch, plain (for placement Throughput)
 
@@ -212,25 +214,30 @@ def tables(
     step = stretched(t0_c[cid], g_b_c[cid][:, -1], groups.u)
     sigma = slack(t0_c[cid], g_b_c[cid][:, -1], groups.u)
     arrival = arrival_share(t0[..., 0], g_b[..., 0], u[..., 0])
+    memory = slack(t0[..., 0], g_b[..., 0], u[..., 0])
     reach = np.maximum.accumulate(du, axis=2)
-    return Tables(s_real, du, reach, arrival, best.astype(np.int64), step, sigma)
+    return Tables(s_real, du, reach, arrival, memory, best.astype(np.int64), step, sigma)
 
 
 def evaluate_groups(
-    t: Tables, gid: IntArray, bound: FloatArray, expected_range: int, arriving: bool = True
+    t: Tables, gid: IntArray, neighbours: NeighbourTable, expected_range: int, arriving: bool = True
 ) -> Evaluation:
-    """k* per node of groups `gid` with neighbour load bounds `bound` (`conditions.neighbour_bounds`),
-    per range and at the expected batch, with what the record shows there: a budget k is safe
+    """k* per node of groups `gid` with their `neighbours` (`conditions.NeighbourTable`, one row per
+    node), per range and at the expected batch, with what the record shows there: a budget k is safe
     only if every smaller budget is (the engine may run fewer draft tokens than num_speculative_tokens;
     this also makes k* non-increasing in background load), so the safe budgets are those where the
     running maximum of Δu stays within the bound, and k* is the best one among them. Δu is finite
-    (t0 > 0, c_d ≥ 0, u < 1), so a node without neighbours (bound +inf) holds no budget back.
+    (t0 > 0, c_d ≥ 0, u < 1), so a node without SLO-bound neighbours (bound +inf) holds no budget back.
 
     The neighbours' margins were measured without us: where the workload is `arriving` (it runs
-    nowhere on those nodes yet), its plain share comes on top of Δu (`conditions.neighbour_load`);
-    on a re-decision where its own pods run, their TPOT already carries that load."""
+    nowhere on those nodes yet), its plain share comes on top of Δu (`conditions.neighbour_load`), and
+    the bandwidth its plain steps take (its memory share at each range's batch) has used up part of each
+    neighbour's margin first (`NeighbourTable.bounds`); on a re-decision where its own pods run, their
+    TPOT already carries both."""
     ranges = np.arange(t.best.shape[1])
     arrival = t.arrival[gid] if arriving else np.zeros_like(t.arrival[gid])  # [N, R+1]
+    memory = t.memory[gid] if arriving else np.zeros_like(t.memory[gid])  # [N, R+1]
+    bound = neighbours.bounds(memory)  # [N, R+1]
     n_safe = np.count_nonzero(neighbour_slo(neighbour_load(t.reach[gid], arrival), bound), axis=2)
     k_all: IntArray = t.best[gid[:, None], ranges[None, :], np.maximum(n_safe - 1, 0)]
     k_e = k_all[:, expected_range]
@@ -241,6 +248,7 @@ def evaluate_groups(
         slack_expected=t.slack[gid],
         load_increase_expected=t.du[gid, -1, k_e],
         arrival_expected=arrival[:, -1],
+        memory_expected=memory[:, -1],
         speedup_by_k=t.s_real[gid, -1, :],
         step_expected=t.step[gid],
     )

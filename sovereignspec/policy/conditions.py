@@ -3,7 +3,10 @@
 - `self_benefit`: speculation must pay for itself, S_real(k, B) ≥ 1 + minGain;
 - `neighbour_slo`: no co-located engine may be pushed past its SLO margin (less the policy's safety),
   i.e. our load increase Δu stays within the largest increase every neighbour tolerates
-  (`neighbour_bounds`, the inverse of the slowdown ε_j: `model.speedup.max_load_increase`).
+  (`NeighbourTable.bounds`, the inverse of the slowdown ε_j: `model.speedup.max_load_increase`). Where
+  we arrive, the memory bandwidth our plain steps take slows the neighbour first and uses up part of
+  that margin (`model.speedup.bandwidth_slowdown`, `allowance_left`; docs/decision.md, "Memory
+  bandwidth at arrival").
 
 Conservative where DESIGN.md is silent: Δu is max(Δu at the observed load, Δu on an idle GPU), and a
 budget passes the neighbour condition only if every budget below it passes too (`budget.tables`).
@@ -15,15 +18,17 @@ arrive").
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from sovereignspec.model.speedup import max_load_increase
+from sovereignspec.model.speedup import allowance_left, bandwidth_slowdown, max_load_increase
 from sovereignspec.policy.node_state import Neighbours
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
+IntArray = npt.NDArray[np.int64]
 
 
 def self_benefit(s_real: FloatArray, min_gain: float) -> BoolArray:
@@ -38,29 +43,104 @@ def neighbour_load(load_increase: FloatArray, arrival: FloatArray) -> FloatArray
 
 
 def neighbour_slo(load_increase: FloatArray, bound: FloatArray) -> BoolArray:
-    """Condition 2: our load increase (per node n, any trailing shape) stays within `bound[n]`, the
-    largest increase the node's neighbours tolerate."""
-    extra = (None,) * (load_increase.ndim - 1)
-    return np.asarray(load_increase <= bound[(slice(None), *extra)])
+    """Condition 2: our load increase ([N, R+1, K+1]) stays within `bound` ([N, R+1]), the largest
+    increase the node's neighbours tolerate at each batch range."""
+    return np.asarray(load_increase <= bound[..., None])
 
 
-def neighbour_bounds(neighbours: Sequence[Neighbours], safety: float) -> FloatArray:
-    """The largest Δu each node's neighbours tolerate (+inf for a node without neighbours): every
-    SLO-bound neighbour j keeps ε_j ≤ m_j·(1 - safety); one without an SLO allows any increase. The
-    neighbours are scattered into one padded [N, J] matrix (a padding column is not SLO-bound)."""
+@dataclass(frozen=True, eq=False)
+class NeighbourTable:
+    """Nodes' SLO-bound neighbours as padded [N, J] columns (a padding column is not SLO-bound): slack
+    sigma_j, weight-read share memory_j, the GPU's load u_j and the allowance thr_j = m_j(1 - safety)
+    (+inf: not SLO-bound; < 0: already over its SLO)."""
+
+    sigma: FloatArray
+    memory: FloatArray
+    u: FloatArray
+    thr: FloatArray
+
+    @classmethod
+    def empty(cls, n_nodes: int) -> NeighbourTable:
+        z = np.zeros((n_nodes, 0))
+        return cls(z, z, z, z)
+
+    def take(self, rows: IntArray) -> NeighbourTable:
+        return NeighbourTable(self.sigma[rows], self.memory[rows], self.u[rows], self.thr[rows])
+
+    def put(self, rows: IntArray, other: NeighbourTable) -> NeighbourTable:
+        """A copy with the nodes at `rows` replaced by `other`'s (the wider of the two paddings)."""
+        width = max(self.thr.shape[1], other.thr.shape[1])
+        mine, theirs = self.padded(width), other.padded(width)
+
+        def merged(old: FloatArray, new: FloatArray) -> FloatArray:
+            out = old.copy()
+            out[rows] = new
+            return out
+
+        return NeighbourTable(
+            merged(mine.sigma, theirs.sigma),
+            merged(mine.memory, theirs.memory),
+            merged(mine.u, theirs.u),
+            merged(mine.thr, theirs.thr),
+        )
+
+    def padded(self, width: int) -> NeighbourTable:
+        extra = width - self.thr.shape[1]
+        if extra <= 0:
+            return self
+        n = self.thr.shape[0]
+        return NeighbourTable(
+            np.hstack([self.sigma, np.ones((n, extra))]),
+            np.hstack([self.memory, np.zeros((n, extra))]),
+            np.hstack([self.u, np.zeros((n, extra))]),
+            np.hstack([self.thr, np.full((n, extra), np.inf)]),
+        )
+
+    def bounds(self, memory_share: FloatArray) -> FloatArray:
+        """[N, R+1]: the largest Δu (with our plain compute share) every neighbour tolerates once our
+        plain steps, reading memory for `memory_share` ([N, R+1]) of their time, have slowed it through
+        bandwidth: its allowance left (`speedup.allowance_left`) inverted through ε_j
+        (`speedup.max_load_increase`). +inf where no neighbour is SLO-bound."""
+        n, r = memory_share.shape
+        j = self.thr.shape[1]
+        if not j:
+            return np.full((n, r), np.inf)
+        shape = (n, r, j)
+        slowed = bandwidth_slowdown(self.memory[:, None, :], memory_share[..., None])
+        left = allowance_left(np.broadcast_to(self.thr[:, None, :], shape), slowed)
+        sigma = np.broadcast_to(self.sigma[:, None, :], shape).reshape(-1, j)
+        u = np.broadcast_to(self.u[:, None, :], shape).reshape(-1, j)
+        out: FloatArray = max_load_increase(sigma, left.reshape(-1, j), u).reshape(n, r)
+        return out
+
+
+def neighbour_table(neighbours: Sequence[Neighbours], safety: float) -> NeighbourTable:
+    """The nodes' neighbours scattered into one padded [N, J] table (`NeighbourTable`): each SLO-bound
+    neighbour j must keep its slowdown within m_j·(1 - safety); one without an SLO allows any."""
     n_nodes = len(neighbours)
     lens = np.fromiter((len(nb.items) for nb in neighbours), dtype=np.int64, count=n_nodes)
     n_j = int(lens.max()) if n_nodes else 0
     if not n_j:
-        return np.full(n_nodes, np.inf)
+        return NeighbourTable.empty(n_nodes)
     sigma_j = np.ones((n_nodes, n_j))
+    memory_j = np.zeros((n_nodes, n_j))
     thr_j = np.full((n_nodes, n_j), np.inf)
     u_j = np.zeros((n_nodes, n_j))
     rows_j = np.repeat(np.arange(n_nodes), lens)  # rows repeat, columns count within a row
     cols_j = np.arange(rows_j.size) - np.repeat(np.cumsum(lens) - lens, lens)
     flat = [x for nb in neighbours for x in nb.items]
     sigma_j[rows_j, cols_j] = [x.sigma for x in flat]
+    memory_j[rows_j, cols_j] = [x.memory for x in flat]
     u_j[rows_j, cols_j] = [x.u_total for x in flat]
     margin = np.asarray([np.nan if x.margin is None else x.margin for x in flat], dtype=np.float64)
     thr_j[rows_j, cols_j] = np.where(np.isnan(margin), np.inf, margin * (1.0 - safety))
-    return max_load_increase(sigma_j, thr_j, u_j)
+    return NeighbourTable(sigma_j, memory_j, u_j, thr_j)
+
+
+def neighbour_bounds(
+    neighbours: Sequence[Neighbours], safety: float, memory_share: FloatArray | None = None
+) -> FloatArray:
+    """The largest Δu each node's neighbours tolerate ([N, R+1]; one column, no bandwidth taken, when
+    `memory_share` is None): `neighbour_table(...).bounds`."""
+    share = np.zeros((len(neighbours), 1)) if memory_share is None else memory_share
+    return neighbour_table(neighbours, safety).bounds(share)

@@ -38,7 +38,7 @@ from sovereignspec.api.speculation_decision import Reason
 from sovereignspec.api.speculation_policy import AcceleratorProfile, SpeculationPolicySpec
 from sovereignspec.model.cluster import NodeInfo, PodInfo
 from sovereignspec.model.profiles import ProfileBook
-from sovereignspec.model.speedup import slack_scalar, slo_margin_scalar
+from sovereignspec.model.speedup import memory_share_scalar, slack_scalar, slo_margin_scalar
 from sovereignspec.model.steptime import StepCurve
 from sovereignspec.model.telemetry import EngineSample, GpuSample, PodRef
 from sovereignspec.policy.record import ReasonType, fmt
@@ -64,6 +64,8 @@ class NeighbourInput:
     sigma: float
     margin: float | None  # None: not SLO-bound (no engine, no SLO claim): not constrained
     u_total: float
+    memory: float = 0.0
+    """The share of its step that reads its weights, as measured (`speedup.memory_share_scalar`)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -96,6 +98,10 @@ class Neighbours:
     @cached_property
     def u_total(self) -> FloatArray:
         return np.asarray([nb.u_total for nb in self.items], dtype=np.float64)
+
+    @cached_property
+    def memory(self) -> FloatArray:
+        return np.asarray([nb.memory for nb in self.items], dtype=np.float64)
 
 
 def _is_own(nb: NeighbourInput, namespace: str, name: str) -> bool:
@@ -218,6 +224,13 @@ def neighbour_sigma(curve: StepCurve, running: float, u_total: float) -> float:
     return slack_scalar(curve.t0, curve.t_scalar(max(running, 1.0)) - curve.t0, u_total)
 
 
+class NeighbourSlack(NamedTuple):
+    """What `sigma_of` tells of a neighbour: its slack and its curve's t0 (its weights' read time)."""
+
+    sigma: float
+    t0: float
+
+
 class NodeView(NamedTuple):
     """What the neighbour rule reads about one node besides its GPUs."""
 
@@ -244,11 +257,12 @@ def neighbour_inputs(
     book: ProfileBook,
     policy: SpeculationPolicySpec,
     slo_ms: Callable[[str, str | None, float], float],
-    sigma_of: Callable[[AcceleratorProfile, float, float], float],
+    sigma_of: Callable[[AcceleratorProfile, float, float], NeighbourSlack],
 ) -> list[NeighbourInput]:
     """The engines on the node's GPUs `gpus`, each at the highest load of the GPUs it is seen on, with
-    its SLO margin (`slo_ms`: its tenant-clamped SLO claim) and its slack (`sigma_of`: by its profile's
-    curve, its running sequences and its load; `neighbour_sigma`)."""
+    its SLO margin (`slo_ms`: its tenant-clamped SLO claim), its slack (`sigma_of`: by its profile's
+    curve, its running sequences and its load; `neighbour_sigma`) and its measured memory share (its
+    curve's t0 over its TPOT: `speedup.memory_share_scalar`)."""
     seen: dict[tuple[str, str], float] = {}
     for g in gpus:
         for p in g.pods:
@@ -276,12 +290,13 @@ def neighbour_inputs(
             margin = unknown_margin  # SLO-bound, TPOT not measured: the policy's assumption
         else:
             margin = None
-        sigma = unknown_sigma
+        sigma, memory = unknown_sigma, 0.0
         if engine is not None and engine.running is not None:
             prof = book.find(product, ann.get(TARGET_KEY))
             if prof is not None:
-                sigma = sigma_of(prof, engine.running, u_tot)
-        out.append(NeighbourInput(namespace=ns, pod=key[1], sigma=sigma, margin=margin, u_total=u_tot))
+                sigma, t0 = sigma_of(prof, engine.running, u_tot)
+                memory = memory_share_scalar(t0, sigma, engine.tpot_seconds)
+        out.append(NeighbourInput(ns, key[1], sigma=sigma, margin=margin, u_total=u_tot, memory=memory))
     return out
 
 

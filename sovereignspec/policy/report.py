@@ -17,7 +17,7 @@ from sovereignspec.api.speculation_decision import (
     Speculative,
 )
 from sovereignspec.model.acceptance import AcceptanceEstimate
-from sovereignspec.model.speedup import neighbour_slowdown
+from sovereignspec.model.speedup import bandwidth_slowdown, neighbour_slowdown
 from sovereignspec.policy.budget import Budget
 from sovereignspec.policy.cache.facts import Facts
 from sovereignspec.policy.claims import Claims
@@ -29,9 +29,10 @@ from sovereignspec.policy.speculation import Options
 def neighbour_impacts(
     facts: Facts, options: Options, place: Placement, budget: Budget
 ) -> list[NeighbourImpact]:
-    """The chosen node's neighbours: their SLO margin, and our predicted slowdown of each, the one the
-    neighbour condition judged (our arrival and speculation at the expected batch; 0 when we run plain;
-    none listed when telemetry is missing)."""
+    """The chosen node's neighbours: their SLO margin, and our predicted slowdowns of each, those the
+    neighbour condition judged: through compute, our arrival and speculation at the expected batch (0
+    when we run plain), and through memory bandwidth, our plain steps where we arrive. None listed when
+    telemetry is missing."""
     c = place.chosen
     ev = options.evaluation
     if ev is not None and options.evaluated(c):
@@ -39,6 +40,7 @@ def neighbour_impacts(
         nbs = options.neighbours(c)
         load = ev.load_increase_expected[i] + ev.arrival_expected[i]
         slowdown = neighbour_slowdown(nbs.sigma, load, nbs.u_total)
+        memory = bandwidth_slowdown(nbs.memory, ev.memory_expected[i])
         out = []
         for j, nb in enumerate(nbs.items):
             slow = float(slowdown[j]) if budget.enabled else 0.0
@@ -49,6 +51,7 @@ def neighbour_impacts(
                     pod=nb.pod,
                     margin_before=round6(nb.margin),
                     slowdown=round(slow, 6) if finite else None,
+                    memory_slowdown=round(float(memory[j]), 6),
                 )
             )
         return out

@@ -28,7 +28,7 @@ from sovereignspec.policy.budget import (
 )
 from sovereignspec.policy.cache.facts import Facts
 from sovereignspec.policy.cache.rows import GpuRows, gpu_rows
-from sovereignspec.policy.cache.spec import SpecRows, evaluation_rows, neighbour_bounds_of, spec_rows
+from sovereignspec.policy.cache.spec import SpecRows, evaluation_rows, neighbour_table_of, spec_rows
 from sovereignspec.policy.candidates import Candidates
 from sovereignspec.policy.claims import Claims
 from sovereignspec.policy.node_state import NO_GPU_INFO, GpuInfo, Neighbours, NodeInput
@@ -198,9 +198,9 @@ def evaluate_candidates(
     def judge_again(rows: dict[int, Neighbours], arriving: bool) -> None:
         """Evaluate these rows again against the neighbours given for each."""
         redo = np.asarray(sorted(rows), dtype=np.int64)
-        bound = neighbour_bounds_of(facts, [rows[int(e)] for e in redo])
+        table = neighbour_table_of(facts, [rows[int(e)] for e in redo])
         gid = spec.gid[cands.at[ev_c[redo]]]
-        evaluation.put(redo, evaluate_groups(t, gid, bound, e_range, arriving=arriving))
+        evaluation.put(redo, evaluate_groups(t, gid, table, e_range, arriving=arriving))
 
     # Our own old pods (a re-decision) are no neighbours, and their load is in the neighbours' TPOT
     # already; elsewhere this request's pod may run beside other engines than a new one-GPU pod would.

@@ -19,9 +19,11 @@ from hypothesis import strategies as st
 from sovereignspec.model.acceptance import expected_lengths, iid_curve
 from sovereignspec.model.speedup import (
     arrival_share,
+    bandwidth_slowdown,
     load_increase,
     max_load_increase,
     neighbour_slowdown,
+    slack,
     step_ratio,
 )
 from sovereignspec.model.steptime import StepCurve, stretched
@@ -61,9 +63,15 @@ def _plain(
     nbs = nd.neighbours
     nb_ok = np.ones_like(self_ok)
     if nbs.items:
+        # our plain steps read memory for v of their time and stretch each neighbour's weight reads
+        # (memory_j of its step) by 1 + v; what is left of its allowance bounds Δu and our plain share
+        memory = c.t0 / stretched(c.t0, g_b, nd.u)  # [R+1, 1]
         thr = np.where(np.isnan(nbs.margin), np.inf, nbs.margin * (1.0 - safety))
-        bound = max_load_increase(nbs.sigma[None, :], thr[None, :], nbs.u_total[None, :])[0]
-        nb_ok = np.logical_and.accumulate(du + arrival <= bound, axis=1)
+        for r in range(memory.shape[0]):
+            slowed = nbs.memory * memory[r, 0]
+            left = np.where((slowed == 0) | np.isinf(thr), thr, (1.0 + thr) / (1.0 + slowed) - 1.0)
+            bound = max_load_increase(nbs.sigma[None, :], left[None, :], nbs.u_total[None, :])[0]
+            nb_ok[r] = np.logical_and.accumulate(du[r] + arrival[r] <= bound)
 
     def pick(valid: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
         score = np.where(valid, s, -np.inf)
@@ -82,6 +90,7 @@ neighbour = st.tuples(
     st.floats(0.0, 1.0),
     st.one_of(st.none(), st.floats(-0.5, 3.0)),
     st.sampled_from(LOADS),
+    st.floats(0.0, 1.0),
 )
 node = st.tuples(
     st.integers(0, len(CURVES) - 1),
@@ -101,7 +110,7 @@ node = st.tuples(
     batch=st.sampled_from([1, 8, 300, 5000]),
 )
 def test_grouped_evaluation_equals_plain_per_node(
-    nodes: list[tuple[int, float, float, list[tuple[float, float | None, float]]]],
+    nodes: list[tuple[int, float, float, list[tuple[float, float | None, float, float]]]],
     alpha: float,
     k_max: int,
     gain: float,
@@ -179,3 +188,27 @@ def test_a_neighbours_margin_must_absorb_our_arrival_as_well_as_our_speculation(
     assert int(arriving.k_star[0, 2]) < k_alone
     assert int(running.k_star[0, 2]) == k_alone
     assert arriving.arrival_expected[0] == pytest.approx(arrival) and running.arrival_expected[0] == 0.0
+
+
+@pytest.mark.parametrize("memory_j", [0.8, 0.1])
+def test_the_bandwidth_we_take_as_we_arrive_must_fit_a_neighbours_margin(memory_j: float) -> None:
+    """A neighbour that our compute does not slow (sigma 1) but whose step is `memory_j` weight reads.
+    Our plain steps read memory for a share v of their time; with margin set so that 0.8·v is over its
+    allowance, a memory-bound neighbour (0.8) leaves us no budget as we arrive, a memory-light one (0.1)
+    does, and on a re-decision (our pods run there, its TPOT carries them) both keep the budget."""
+    curve = CURVES[0]
+    el = expected_lengths(iid_curve(0.8, 4))
+    ends, batch = [1, 7, 31, 1024], 31
+    alone = evaluate_nodes([NodeInput(name="n", curve=curve, c_d=0.03, u=0.2)], el, ends, batch, 2, 0.05, 0.1)
+    k_alone = int(alone.k_star[0, 2])
+    assert k_alone > 0
+    v = float(slack(curve.t0, curve.g(np.asarray([float(batch)]))[0], 0.2))
+    margin = 0.5 * 0.8 * v / 0.9  # half of what a memory-bound neighbour would need (safety 0.1)
+    nb = NeighbourInput("ns", "nb", sigma=1.0, margin=margin, u_total=0.2, memory=memory_j)
+    node = NodeInput(name="n", curve=curve, c_d=0.03, u=0.2, neighbours=Neighbours.of([nb]))
+    arriving = evaluate_nodes([node], el, ends, batch, 2, 0.05, 0.1)
+    running = evaluate_nodes([node], el, ends, batch, 2, 0.05, 0.1, arriving=False)
+    assert int(arriving.k_star[0, 2]) == (0 if memory_j == 0.8 else k_alone)
+    assert int(running.k_star[0, 2]) == k_alone
+    assert arriving.memory_expected[0] == pytest.approx(v) and running.memory_expected[0] == 0.0
+    assert float(bandwidth_slowdown(memory_j, v)) == pytest.approx(memory_j * v)

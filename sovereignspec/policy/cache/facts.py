@@ -28,6 +28,7 @@ from sovereignspec.policy.node_state import (
     TARGET_KEY,
     GpuInfo,
     Neighbours,
+    NeighbourSlack,
     NodeInput,
     NodeView,
     claims_of,
@@ -51,6 +52,8 @@ from sovereignspec.policy.sovereignty import (
 from sovereignspec.policy.unmeasured_load import busy_alone, with_unmeasured_load
 
 _T = TypeVar("_T")
+_CurveEntry = tuple[StepCurve, dict[tuple[float, float], NeighbourSlack]]
+"""A profile's curve, and the neighbours' slack on it by (running sequences, GPU load)."""
 
 
 ESTIMATES: ValueLru[AcceptanceEstimate] = ValueLru(4096)
@@ -104,9 +107,7 @@ class Facts:
         self._slo_ms: dict[tuple[str, str | None, float, float], float] = self.memo(
             FactKey("slo-ms", scope=(self.sov,)), dict
         )
-        self._curves: dict[Same, tuple[StepCurve, dict[tuple[float, float], float]]] = self.memo(
-            FactKey("curves"), dict
-        )
+        self._curves: dict[Same, _CurveEntry] = self.memo(FactKey("curves"), dict)
         self._book: ProfileBook | None = None
         self._nb_scope: tuple[object, ...] | None = None
         self._ld_scope: tuple[object, ...] | None = None
@@ -144,7 +145,7 @@ class Facts:
         )  # fmt: skip
         return self._nb_scope
 
-    def _curve_entry(self, profile: AcceleratorProfile) -> tuple[StepCurve, dict[tuple[float, float], float]]:
+    def _curve_entry(self, profile: AcceleratorProfile) -> _CurveEntry:
         key = Same(profile)
         got = self._curves.get(key)
         if got is None:
@@ -155,12 +156,14 @@ class Facts:
         """One curve object per profile: nodes are grouped by curve object."""
         return self._curve_entry(profile)[0]
 
-    def sigma(self, profile: AcceleratorProfile, running: float, u_total: float) -> float:
-        """A neighbour's slack (a cluster has few products, running counts and load levels)."""
+    def sigma(self, profile: AcceleratorProfile, running: float, u_total: float) -> NeighbourSlack:
+        """A neighbour's slack and t0 (a cluster has few products, running counts and load levels)."""
         curve, known = self._curve_entry(profile)
         got = known.get((running, u_total))
         if got is None:
-            got = known[(running, u_total)] = neighbour_sigma(curve, running, u_total)
+            got = known[(running, u_total)] = NeighbourSlack(
+                neighbour_sigma(curve, running, u_total), curve.t0
+            )
         return got
 
     def estimate(

@@ -17,7 +17,7 @@ from sovereignspec.policy.budget import Evaluation, Groups, Tables, evaluate_gro
 from sovereignspec.policy.cache.facts import Facts
 from sovereignspec.policy.cache.keys import FactKey
 from sovereignspec.policy.cache.rows import GpuRows, Rows, on_rows
-from sovereignspec.policy.conditions import neighbour_bounds
+from sovereignspec.policy.conditions import NeighbourTable, neighbour_table
 from sovereignspec.policy.node_state import Neighbours, NodeInput
 
 IntArray = npt.NDArray[np.int64]
@@ -32,22 +32,22 @@ class SpecRows:
     groups: Groups
     gid: IntArray
     """The node's (curve, c_d, u) group; -1 where speculation is off."""
-    bound: FloatArray
-    """The largest load increase the node's neighbours tolerate (`neighbour_bounds_of`)."""
+    table: NeighbourTable
+    """The node's SLO-bound neighbours (`neighbour_table_of`; none where speculation is off)."""
     own: dict[str, list[int]]
     """Namespace -> rows with a neighbour in it (a re-decision there must drop its own pods)."""
     evaluated: IntArray
     """Row -> its index among the rows evaluated (-1 where speculation is off)."""
 
 
-def neighbour_bounds_of(facts: Facts, neighbours: Sequence[Neighbours]) -> FloatArray:
-    """The largest load increase each node's neighbours tolerate under the policy's safety
-    (`conditions.neighbour_bounds`), or +inf on every node when the policies switch the neighbour
-    condition off (`Policies.neighbour_condition`, the evidence's C6 ablation): then every budget
-    passes condition 2 and self-benefit alone picks k*. The one place the switch is read."""
+def neighbour_table_of(facts: Facts, neighbours: Sequence[Neighbours]) -> NeighbourTable:
+    """The nodes' neighbours under the policy's safety (`conditions.neighbour_table`), or none on any
+    node when the policies switch the neighbour condition off (`Policies.neighbour_condition`, the
+    evidence's C6 ablation): then every budget passes condition 2 and self-benefit alone picks k*. The
+    one place the switch is read."""
     if not facts.policies.neighbour_condition:
-        return np.full(len(neighbours), np.inf)
-    return neighbour_bounds(neighbours, facts.policy.safety)
+        return NeighbourTable.empty(len(neighbours))
+    return neighbour_table(neighbours, facts.policy.safety)
 
 
 def spec_rows(facts: Facts, rows: Rows, gpu: GpuRows, method: str, target: str | None) -> SpecRows:
@@ -66,14 +66,15 @@ def spec_rows(facts: Facts, rows: Rows, gpu: GpuRows, method: str, target: str |
         gid[ok] = of
         evaluated = np.full(len(got), -1, dtype=np.int64)
         evaluated[ok] = np.arange(len(inputs))
-        bound = np.full(len(got), np.inf)
-        bound[ok] = neighbour_bounds_of(facts, [nd.neighbours for nd in inputs])
+        table = NeighbourTable.empty(len(got)).put(
+            np.flatnonzero(ok), neighbour_table_of(facts, [nd.neighbours for nd in inputs])
+        )
         own: dict[str, list[int]] = {}
         for i, g in enumerate(got):
             if isinstance(g, NodeInput):
                 for ns in g.neighbours.namespaces:
                     own.setdefault(ns, []).append(i)
-        return SpecRows(got, groups, gid, bound, own, evaluated)
+        return SpecRows(got, groups, gid, table, own, evaluated)
 
     def patch(old: SpecRows, at: IntArray) -> SpecRows:
         got = list(old.got)
@@ -83,16 +84,19 @@ def spec_rows(facts: Facts, rows: Rows, gpu: GpuRows, method: str, target: str |
         on = [i for i in rows_at if isinstance(got[i], NodeInput)]
         inputs = [cast(NodeInput, got[i]) for i in on]
         groups, of = old.groups.extended(inputs)  # the groups there keep their numbers
-        gid, bound = old.gid.copy(), old.bound.copy()
-        gid[at], bound[at] = -1, np.inf
+        gid = old.gid.copy()
+        gid[at] = -1
         gid[on] = of
-        bound[on] = neighbour_bounds_of(facts, [nd.neighbours for nd in inputs])
+        table = old.table.put(at, NeighbourTable.empty(len(at))).put(
+            np.asarray(on, dtype=np.int64), neighbour_table_of(facts, [nd.neighbours for nd in inputs])
+        )
         evaluated = old.evaluated
         ok = gid >= 0
         if not np.array_equal(ok[at], old.gid[at] >= 0):
             evaluated = np.full(len(got), -1, dtype=np.int64)
             evaluated[ok] = np.arange(int(np.count_nonzero(ok)))
-        return SpecRows(got, groups, gid, bound, _own_patched(old, got, rows_at, on, inputs), evaluated)
+        own = _own_patched(old, got, rows_at, on, inputs)
+        return SpecRows(got, groups, gid, table, own, evaluated)
 
     key = FactKey("spec", None, (facts.spec, facts.sov, facts.policies.neighbour_condition, method, target))
     return on_rows(facts, rows, key, (facts.policy, facts.sovereignty), build, patch)
@@ -139,7 +143,7 @@ def evaluation_rows(
 
     def evaluate(t: Tables) -> Evaluation:
         ok = spec.evaluated >= 0
-        return evaluate_groups(t, spec.gid[ok], spec.bound[ok], e_range)
+        return evaluate_groups(t, spec.gid[ok], spec.table.take(np.flatnonzero(ok)), e_range)
 
     def build() -> tuple[Tables, Evaluation, SpecRows]:
         t = tables(spec.groups, el, ends, batch, min_gain)
@@ -160,7 +164,10 @@ def evaluation_rows(
         on = redo >= 0
         if on.any():
             rows_on = at[on]
-            ev.put(redo[on], evaluate_groups(t, spec.gid[rows_on], spec.bound[rows_on], e_range))
+            ev.put(
+                redo[on],
+                evaluate_groups(t, spec.gid[rows_on], spec.table.take(rows_on), e_range),
+            )
         return t, ev, spec
 
     key = FactKey(
