@@ -12,7 +12,7 @@ from sovereignspec.api import meta
 from sovereignspec.model.workload import CheckEntry, PodSetAssignment, PodSetInfo, WorkloadInfo
 from sovereignspec.policy.budget import Evaluation, Groups, evaluate_groups, tables
 from sovereignspec.policy.conditions import neighbour_table
-from sovereignspec.policy.node_state import NodeInput
+from sovereignspec.policy.node_state import Neighbours, NodeInput
 from sovereignspec.telemetry.sim.scenario import Override
 from sovereignspec.telemetry.sim.simulator import Simulator
 
@@ -39,6 +39,15 @@ def evaluate_nodes(
         expected_range,
         arriving,
     )
+
+
+def neighbour_bounds(
+    neighbours: Sequence[Neighbours], safety: float, memory_share: FloatArray | None = None
+) -> FloatArray:
+    """The largest Δu each node's neighbours tolerate ([N, R+1]; one column, no bandwidth taken, when
+    `memory_share` is None): what `evaluate_groups` reads from `neighbour_table(...).bounds`."""
+    share = np.zeros((len(neighbours), 1)) if memory_share is None else memory_share
+    return neighbour_table(neighbours, safety).bounds(share)
 
 
 def schedule_errors(schedule: Sequence[Sequence[int]], num_speculative_tokens: int) -> list[str]:

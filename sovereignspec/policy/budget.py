@@ -136,10 +136,9 @@ class Tables:
     du: FloatArray  # [G, R+1, K+1] conservative Δu
     reach: FloatArray  # [G, R+1, K+1] max of Δu over budgets 0..k (NaN from a NaN on)
     arrival: FloatArray  # [G, R+1] our plain tensor share at the observed load (`arrival_share`)
-    memory: FloatArray  # [G, R+1] our plain memory share t0 / t_u(B) at the observed load (`slack`)
+    memory: FloatArray  # [G, R+1] our plain memory share, the slack sigma(B) = t0 / t_u(B) (`slack`)
     best: IntArray  # [G, R+1, K+1] best budget among 0..k passing self-benefit (k = 0 scores 1)
     step: FloatArray  # [G] t_u(B) at the expected batch, plain
-    slack: FloatArray  # [G] sigma(B) = t0 / t_u(B) at the expected batch
 
     def concat(self, more: Tables) -> Tables:
         """These groups' tables followed by `more`'s (a group's table reads only that group)."""
@@ -212,11 +211,10 @@ def tables(
     at = np.where(beats, np.arange(1, n_k), 0)
     best = np.concatenate([np.zeros_like(at[..., :1]), np.maximum.accumulate(at, axis=2)], axis=2)
     step = stretched(t0_c[cid], g_b_c[cid][:, -1], groups.u)
-    sigma = slack(t0_c[cid], g_b_c[cid][:, -1], groups.u)
     arrival = arrival_share(t0[..., 0], g_b[..., 0], u[..., 0])
     memory = slack(t0[..., 0], g_b[..., 0], u[..., 0])
     reach = np.maximum.accumulate(du, axis=2)
-    return Tables(s_real, du, reach, arrival, memory, best.astype(np.int64), step, sigma)
+    return Tables(s_real, du, reach, arrival, memory, best.astype(np.int64), step)
 
 
 def evaluate_groups(
@@ -245,7 +243,7 @@ def evaluate_groups(
         k_star=k_all[:, :-1],
         k_star_self=t.best[gid, :-1, -1],
         speedup_expected=t.s_real[gid, -1, k_e],
-        slack_expected=t.slack[gid],
+        slack_expected=t.memory[gid, -1],
         load_increase_expected=t.du[gid, -1, k_e],
         arrival_expected=arrival[:, -1],
         memory_expected=memory[:, -1],

@@ -135,12 +135,3 @@ def neighbour_table(neighbours: Sequence[Neighbours], safety: float) -> Neighbou
     margin = np.asarray([np.nan if x.margin is None else x.margin for x in flat], dtype=np.float64)
     thr_j[rows_j, cols_j] = np.where(np.isnan(margin), np.inf, margin * (1.0 - safety))
     return NeighbourTable(sigma_j, memory_j, u_j, thr_j)
-
-
-def neighbour_bounds(
-    neighbours: Sequence[Neighbours], safety: float, memory_share: FloatArray | None = None
-) -> FloatArray:
-    """The largest Δu each node's neighbours tolerate ([N, R+1]; one column, no bandwidth taken, when
-    `memory_share` is None): `neighbour_table(...).bounds`."""
-    share = np.zeros((len(neighbours), 1)) if memory_share is None else memory_share
-    return neighbour_table(neighbours, safety).bounds(share)

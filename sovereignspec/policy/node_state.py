@@ -71,7 +71,7 @@ class NeighbourInput:
 @dataclass(frozen=True, eq=False)
 class Neighbours:
     """A node's co-located engines; their columns as arrays are made on first use (most nodes' are only
-    ever read through `neighbour_bounds`, which reads the items of many nodes at once)."""
+    ever read through `conditions.neighbour_table`, which reads the items of many nodes at once)."""
 
     items: Sequence[NeighbourInput]
     namespaces: frozenset[str] = frozenset()

@@ -1,7 +1,8 @@
 """The paper's two admission conditions on a draft budget, by name (DESIGN.md §2): `self_benefit`
 (S_real ≥ 1 + minGain) and `neighbour_slo` (our load increase within what every co-located engine's SLO
-margin tolerates, `neighbour_bounds`). How they pick k* per range is in test_budget.py. Last, through
-decide(): the evidence-only switch that turns the neighbour condition off (the C6 ablation)."""
+margin tolerates, `NeighbourTable.bounds`, read here through `tests.support.neighbour_bounds`). How they
+pick k* per range is in test_budget.py. Last, through decide(): the evidence-only switch that turns the
+neighbour condition off (the C6 ablation)."""
 
 from __future__ import annotations
 
@@ -19,11 +20,12 @@ from sovereignspec.api.speculation_decision import NeighbourImpact
 from sovereignspec.cli.decide import load_scenario
 from sovereignspec.model.cluster import ClusterSnapshot, WorkloadRef
 from sovereignspec.model.speedup import bandwidth_slowdown, memory_share_scalar, neighbour_slowdown
-from sovereignspec.policy.conditions import neighbour_bounds, neighbour_slo, self_benefit
+from sovereignspec.policy.conditions import neighbour_slo, self_benefit
 from sovereignspec.policy.decide import decide
 from sovereignspec.policy.node_state import NO_NEIGHBOURS, NeighbourInput, Neighbours
 from sovereignspec.policy.parse import build_snapshot, parse_telemetry, parse_time, parse_workload
 from sovereignspec.policy.request import AdmissionRequest, Policies, request_for
+from tests.support import neighbour_bounds
 
 
 def _one(margin: float | None, sigma: float = 0.5, u: float = 0.2) -> Neighbours:

@@ -18,7 +18,7 @@ from sovereignspec.policy.cache.facts import Facts
 from sovereignspec.policy.cache.keys import FactKey
 from sovereignspec.policy.cache.rows import GpuRows, Rows, on_rows
 from sovereignspec.policy.conditions import NeighbourTable, neighbour_table
-from sovereignspec.policy.node_state import Neighbours, NodeInput
+from sovereignspec.policy.node_state import NO_NEIGHBOURS, Neighbours, NodeInput
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -50,6 +50,11 @@ def neighbour_table_of(facts: Facts, neighbours: Sequence[Neighbours]) -> Neighb
     return neighbour_table(neighbours, facts.policy.safety)
 
 
+def _neighbours(got: NodeInput | Reason) -> Neighbours:
+    """A row's neighbours as the evaluation judges them (none where speculation is off)."""
+    return got.neighbours if isinstance(got, NodeInput) else NO_NEIGHBOURS
+
+
 def spec_rows(facts: Facts, rows: Rows, gpu: GpuRows, method: str, target: str | None) -> SpecRows:
     """Kept per rows, policies, method and target model (`gpu` is the rows' GPU state under the
     policy's slack aggregation, so the policy names it)."""
@@ -66,9 +71,7 @@ def spec_rows(facts: Facts, rows: Rows, gpu: GpuRows, method: str, target: str |
         gid[ok] = of
         evaluated = np.full(len(got), -1, dtype=np.int64)
         evaluated[ok] = np.arange(len(inputs))
-        table = NeighbourTable.empty(len(got)).put(
-            np.flatnonzero(ok), neighbour_table_of(facts, [nd.neighbours for nd in inputs])
-        )
+        table = neighbour_table_of(facts, [_neighbours(g) for g in got])
         own: dict[str, list[int]] = {}
         for i, g in enumerate(got):
             if isinstance(g, NodeInput):
@@ -87,9 +90,7 @@ def spec_rows(facts: Facts, rows: Rows, gpu: GpuRows, method: str, target: str |
         gid = old.gid.copy()
         gid[at] = -1
         gid[on] = of
-        table = old.table.put(at, NeighbourTable.empty(len(at))).put(
-            np.asarray(on, dtype=np.int64), neighbour_table_of(facts, [nd.neighbours for nd in inputs])
-        )
+        table = old.table.put(at, neighbour_table_of(facts, [_neighbours(got[i]) for i in rows_at]))
         evaluated = old.evaluated
         ok = gid >= 0
         if not np.array_equal(ok[at], old.gid[at] >= 0):
