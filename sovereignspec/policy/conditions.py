@@ -85,6 +85,8 @@ class NeighbourTable:
         )
 
     def padded(self, width: int) -> NeighbourTable:
+        """These nodes with padding columns (not SLO-bound, nothing read) up to `width`: the one place the
+        padding values are written."""
         extra = width - self.thr.shape[1]
         if extra <= 0:
             return self
@@ -122,16 +124,13 @@ def neighbour_table(neighbours: Sequence[Neighbours], safety: float) -> Neighbou
     n_j = int(lens.max()) if n_nodes else 0
     if not n_j:
         return NeighbourTable.empty(n_nodes)
-    sigma_j = np.ones((n_nodes, n_j))
-    memory_j = np.zeros((n_nodes, n_j))
-    thr_j = np.full((n_nodes, n_j), np.inf)
-    u_j = np.zeros((n_nodes, n_j))
+    table = NeighbourTable.empty(n_nodes).padded(n_j)  # new arrays, every cell a padding column's
     rows_j = np.repeat(np.arange(n_nodes), lens)  # rows repeat, columns count within a row
     cols_j = np.arange(rows_j.size) - np.repeat(np.cumsum(lens) - lens, lens)
     flat = [x for nb in neighbours for x in nb.items]
-    sigma_j[rows_j, cols_j] = [x.sigma for x in flat]
-    memory_j[rows_j, cols_j] = [x.memory for x in flat]
-    u_j[rows_j, cols_j] = [x.u_total for x in flat]
+    table.sigma[rows_j, cols_j] = [x.sigma for x in flat]
+    table.memory[rows_j, cols_j] = [x.memory for x in flat]
+    table.u[rows_j, cols_j] = [x.u_total for x in flat]
     margin = np.asarray([np.nan if x.margin is None else x.margin for x in flat], dtype=np.float64)
-    thr_j[rows_j, cols_j] = np.where(np.isnan(margin), np.inf, margin * (1.0 - safety))
-    return NeighbourTable(sigma_j, memory_j, u_j, thr_j)
+    table.thr[rows_j, cols_j] = np.where(np.isnan(margin), np.inf, margin * (1.0 - safety))
+    return table
