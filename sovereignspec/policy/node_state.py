@@ -188,15 +188,17 @@ def unattributed_gpu_pods(
     node: NodeInfo, samples: Sequence[GpuSample], pods: Sequence[PodInfo]
 ) -> list[tuple[str, str]]:
     """GPU pods bound to a time-sliced node that no GPU sample names yet: dcgm-exporter's pod labels
-    lag a pod's start by a collection interval, and such a pod may share any of the node's GPUs."""
+    lag a pod's start by a collection interval, and such a pod may share any of the node's GPUs. In key
+    order: `placed_as_distributed` places them in turn, and the order a snapshot lists its pods in (an
+    informer's, or a patched index's) must not move them."""
     if not samples or replicas(node, samples) <= 1:
         return []  # whole GPUs: an unattributed pod holds one of its own
     named = {(p.namespace, p.name) for g in samples for p in g.pods}
-    return [
+    return sorted(
         (p.namespace, p.name)
         for p in pods
         if p.gpu_request > 0 and not p.daemonset and (p.namespace, p.name) not in named
-    ]
+    )
 
 
 def placed_as_distributed(

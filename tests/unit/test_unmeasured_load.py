@@ -148,3 +148,23 @@ def test_pods_no_sample_names_yet_are_placed_as_a_distributed_device_plugin_plac
         g.model_copy(update={"pods": [PodRef(namespace="web", name=n)]})
         for g, n in zip(gpus[1:], ("y", "x"), strict=True)
     ]
+
+
+def test_pods_no_sample_names_yet_are_placed_in_key_order_whatever_order_the_snapshot_lists() -> None:
+    """A patched index lists a node's pods in another order than a fresh one (a hypothesis example of
+    `test_patched_snapshot_decides_like_a_fresh_one`): x and y, bound to a time-sliced node whose samples
+    name neither, go x to the empty GPU and y beside the engine already there, in either order, so the
+    new pod's GPU and neighbour are x's."""
+    snap = _snapshot([("n", H100, 2, [(0.0, [8]), (0.0, [])])])
+    new = [
+        PodInfo(namespace="web", name=x, node="n", phase="Running", gpu_request=1,
+                annotations={"sovereignspec.io/target-model": TARGET, "sovereignspec.io/tpot-slo-ms": "200"})
+        for x in ("x", "y")
+    ]  # fmt: skip
+    outputs = []
+    for order in (new, new[::-1]):
+        got = _decide(snap.model_copy(update={"pods": [*snap.pods, *order]}), "interactive", 8)
+        assert got.node == "n"
+        outputs.append(got.output())
+    assert outputs[0] == outputs[1]
+    assert [nb["pod"] for nb in outputs[0]["neighbours"]] == ["x"]
