@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from decide_bench import NOW, build, measure  # noqa: E402
 from kubernetes import client  # noqa: E402
-from scale_bench import DRIFT_INTERVAL, proc_cpu_seconds, watch_events  # noqa: E402
+from scale_bench import DRIFT_INTERVAL, proc_cpu_seconds, wait_quiet, watch_events  # noqa: E402
 
 from sovereignspec.kube.ssa import apply_decision, apply_workload_check  # noqa: E402
 from sovereignspec.policy.decide import decide  # noqa: E402
@@ -83,6 +83,8 @@ def main() -> int:
     crds = str(ROOT / "crds")
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", crds)
     cluster.wait_established(ROOT / "crds")
+    quiet_s = wait_quiet(cluster.api_client)
+    print(f"no namespace terminating after {quiet_s:.0f}s", file=sys.stderr, flush=True)
     api = cluster.api_client
     core_api, co = client.CoreV1Api(api), client.CustomObjectsApi(api)
     ns = f"floor-bench-{uuid.uuid4().hex[:6]}"

@@ -91,6 +91,20 @@ DRIFT_INTERVAL: float = OperatorSettings.model_fields["drift_interval_seconds"].
 GOALS = {"p99Ms": 50.0, "decisionsPerSecond": 100.0, "rssMb": 300.0}
 
 
+def wait_quiet(api: client.ApiClient, timeout: float = 900.0) -> float:
+    """Wait until no namespace is terminating, and return how long that took: a run started while an
+    earlier run's pods are still being deleted measures that deletion too (its pod events, and the API
+    server's and etcd's CPU beside the operator)."""
+    core, t0 = client.CoreV1Api(api), time.monotonic()
+    wait_until(
+        lambda: not any(ns.status.phase == "Terminating" for ns in core.list_namespace().items),
+        timeout=timeout,
+        interval=2,
+        what="no namespace terminating",
+    )
+    return time.monotonic() - t0
+
+
 def pct(xs: list[float], q: float) -> float:
     if not xs:
         return float("nan")
@@ -632,6 +646,7 @@ def main() -> int:
     crds = str(ROOT / "crds")
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", crds)
     cluster.wait_established(ROOT / "crds")
+    say(f"no namespace terminating after {wait_quiet(cluster.api_client):.0f}s")
 
     ident = CountedIdentity(cluster)
     op_cluster = ident.create()
@@ -1245,8 +1260,16 @@ def main() -> int:
         sim.stop()
         ident.delete()
         if not args.keep:
-            for ns in pool.namespaces:
+            for ns in pool.namespaces + alone.namespaces:
                 cluster.kubectl("delete", "jobs", "--all", "-n", ns, "--wait=false", check=False)
+            # Deleted at once: a graceful deletion waits for the node's kubelet to confirm it, and the
+            # KWOK nodes go next, so the namespaces' deletion would wait for the pod GC instead.
+            core = client.CoreV1Api(cluster.api_client)
+            for ns in pool.namespaces + alone.namespaces:
+                try:
+                    core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
+                except client.ApiException as exc:  # the namespace's deletion still removes them
+                    say(f"cleanup: pods of {ns} not deleted at once: {exc.status} {exc.reason}")
             client.CoreV1Api(cluster.api_client).delete_collection_node(
                 label_selector=f"{POOL_LABEL}={pool.name}"
             )
@@ -1256,13 +1279,10 @@ def main() -> int:
             pool.nodes.clear()
             alone.nodes.clear()
             namespaces = list(pool.namespaces) + list(alone.namespaces)
-            for ns in alone.namespaces:
-                cluster.kubectl("delete", "jobs", "--all", "-n", ns, "--wait=false", check=False)
             alone.close()
             pool.close()
             # Wait for the namespaces to go: a run started while a thousand pods are still being deleted
             # measures the cleanup too (a quick run right after a full one: 2.5x the CPU per decision).
-            core = client.CoreV1Api(cluster.api_client)
             t_clean = time.monotonic()
             try:
                 wait_until(
