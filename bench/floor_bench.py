@@ -83,9 +83,8 @@ def main() -> int:
     crds = str(ROOT / "crds")
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", crds)
     cluster.wait_established(ROOT / "crds")
-    quiet_s = wait_quiet(cluster.api_client)
-    print(f"no namespace terminating after {quiet_s:.0f}s", file=sys.stderr, flush=True)
     api = cluster.api_client
+    print(f"no namespace terminating after {wait_quiet(api):.0f}s", file=sys.stderr, flush=True)
     core_api, co = client.CoreV1Api(api), client.CustomObjectsApi(api)
     ns = f"floor-bench-{uuid.uuid4().hex[:6]}"
     # Outside Kueue (the local Kueue gates plain pods elsewhere): its pods carry no GPU and no queue.

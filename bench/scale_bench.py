@@ -1270,28 +1270,16 @@ def main() -> int:
                     core.delete_collection_namespaced_pod(ns, grace_period_seconds=0)
                 except client.ApiException as exc:  # the namespace's deletion still removes them
                     say(f"cleanup: pods of {ns} not deleted at once: {exc.status} {exc.reason}")
-            client.CoreV1Api(cluster.api_client).delete_collection_node(
-                label_selector=f"{POOL_LABEL}={pool.name}"
-            )
-            client.CoreV1Api(cluster.api_client).delete_collection_node(
-                label_selector=f"{POOL_LABEL}={alone.name}"
-            )
+            core.delete_collection_node(label_selector=f"{POOL_LABEL}={pool.name}")
+            core.delete_collection_node(label_selector=f"{POOL_LABEL}={alone.name}")
             pool.nodes.clear()
             alone.nodes.clear()
-            namespaces = list(pool.namespaces) + list(alone.namespaces)
             alone.close()
             pool.close()
             # Wait for the namespaces to go: a run started while a thousand pods are still being deleted
             # measures the cleanup too (a quick run right after a full one: 2.5x the CPU per decision).
-            t_clean = time.monotonic()
             try:
-                wait_until(
-                    lambda: not any(ns.metadata.name in namespaces for ns in core.list_namespace().items),
-                    timeout=300,
-                    interval=2,
-                    what="bench namespaces deleted",
-                )
-                say(f"cleanup: namespaces gone in {time.monotonic() - t_clean:.0f}s")
+                say(f"cleanup: namespaces gone in {wait_quiet(cluster.api_client, timeout=300):.0f}s")
             except Exception as exc:  # a slow cleanup must not hide the figures
                 say(f"cleanup still running: {exc}")
     print(json.dumps(figures, separators=(",", ":")))
