@@ -85,6 +85,7 @@ from tests.telemetry.promproc import PrometheusProcess  # noqa: E402
 
 JURISDICTIONS = ["DE", "FR", "KR", "US"]
 GC_SECONDS = "sovereignspec_gc_seconds_total"
+GC_COLLECTIONS = "sovereignspec_gc_collections_total"
 """The operator's CPU in Python's cyclic garbage collector, all generations (operator/collector.py)."""
 DRIFT_INTERVAL: float = OperatorSettings.model_fields["drift_interval_seconds"].default
 """The operator's default drift interval, as shipped: the bench measures the sweep a user runs."""
@@ -239,6 +240,17 @@ def settle(
         "events": last - first,
         "quiet": quiet,
     }
+
+
+def gc_by_generation(text: str) -> list[tuple[float, float]]:
+    """(collections, CPU-seconds) of the operator's garbage collector per generation (0, 1, 2 = full)."""
+    return [
+        (
+            metric_sum(text, f'{GC_COLLECTIONS}{{generation="{g}"}}'),
+            metric_sum(text, f'{GC_SECONDS}{{generation="{g}"}}'),
+        )
+        for g in range(3)
+    ]
 
 
 def watch_events(text: str) -> dict[str, float]:
@@ -793,6 +805,7 @@ def main() -> int:
             },
         }
         events_by_kind: dict[str, float] = defaultdict(float)
+        gc_gens = [[0.0, 0.0] for _ in range(3)]  # the check bursts' collections and CPU by generation
         busy = 0.0
         submitted = 0
         burst_no = 0
@@ -817,6 +830,7 @@ def main() -> int:
                 r_a = ident.requests()  # kubectl reads the API server's metrics: before the CPU sample
                 m_a = op.metrics()
                 e_a, g_a = watch_events(m_a), metric_sum(m_a, GC_SECONDS)
+                gens_a = gc_by_generation(m_a)
                 d_a = sum(drift_cpu(m_a).values())
                 c_a = proc_cpu_seconds(op.proc.pid)
                 t_submit = time.monotonic()
@@ -830,6 +844,11 @@ def main() -> int:
                 m_b = op.metrics()
                 e_b = watch_events(m_b)
                 a["gc"] += metric_sum(m_b, GC_SECONDS) - g_a
+                if name == "check":
+                    gens_b = gc_by_generation(m_b)
+                    for g, ((n_b, s_b), (n_a, s_a)) in enumerate(zip(gens_b, gens_a, strict=True)):
+                        gc_gens[g][0] += n_b - n_a
+                        gc_gens[g][1] += s_b - s_a
                 a["drift"] += sum(drift_cpu(m_b).values()) - d_a
                 a["req"] += ident.requests() - r_a
                 a["events"] += sum(e_b.values()) - sum(e_a.values())
@@ -1230,6 +1249,13 @@ def main() -> int:
             f"bursts ({gc_pct:.1f} %), {idle['gc']:.2f} of "
             f"{idle['cpu']:.1f} in the idle window; young threshold "
             f"{os.environ.get('SOVEREIGNSPEC_GC_YOUNG_THRESHOLD', 'default')}"
+        )
+        print(
+            "garbage collector in the check bursts by generation: "
+            + ", ".join(
+                f"{what} {n:.0f} collections {sec:.2f} s ({1000 * sec / n if n else 0.0:.1f} ms each)"
+                for what, (n, sec) in zip(("young", "middle", "full"), gc_gens, strict=True)
+            )
         )
         print(
             f"API requests by the operator: {req1 - req0:.0f} -> "

@@ -27,11 +27,18 @@ GC_SECONDS = Counter(
     ["generation"],
     registry=REGISTRY,
 )
+GC_COLLECTIONS = Counter(
+    "sovereignspec_gc_collections_total",
+    "Collections run by Python's cyclic garbage collector, by generation (0, 1, 2 = full).",
+    ["generation"],
+    registry=REGISTRY,
+)
 _BY_GENERATION = [GC_SECONDS.labels(generation=str(g)) for g in range(3)]
+_COUNT_BY_GENERATION = [GC_COLLECTIONS.labels(generation=str(g)) for g in range(3)]
 
 
 class _Timer:
-    """A `gc.callbacks` entry that charges each collection's CPU to its generation."""
+    """A `gc.callbacks` entry that counts each collection and charges its CPU to its generation."""
 
     def __init__(self) -> None:
         self._started = 0.0
@@ -40,11 +47,14 @@ class _Timer:
         if phase == "start":
             self._started = time.thread_time()
         else:
-            _BY_GENERATION[min(int(info["generation"]), 2)].inc(time.thread_time() - self._started)
+            generation = min(int(info["generation"]), 2)
+            _BY_GENERATION[generation].inc(time.thread_time() - self._started)
+            _COUNT_BY_GENERATION[generation].inc()
 
 
 def timed() -> None:
-    """Count the collector's CPU in `sovereignspec_gc_seconds_total` (once per process)."""
+    """Count the collector's runs and CPU in `sovereignspec_gc_collections_total` and
+    `sovereignspec_gc_seconds_total` (once per process)."""
     if not any(isinstance(cb, _Timer) for cb in gc.callbacks):
         gc.callbacks.append(_Timer())
 

@@ -29,6 +29,11 @@ def _spent(generation: int) -> float:
     return REGISTRY.get_sample_value("sovereignspec_gc_seconds_total", {"generation": str(generation)}) or 0.0
 
 
+def _runs(generation: int) -> float:
+    runs = REGISTRY.get_sample_value("sovereignspec_gc_collections_total", {"generation": str(generation)})
+    return runs or 0.0
+
+
 def test_threshold_set_and_alive_objects_frozen(restored: None) -> None:
     gc.unfreeze()
     _, older, oldest = gc.get_threshold()
@@ -49,7 +54,7 @@ def test_collections_are_timed_once_per_process(restored: None) -> None:
     collector.timed()
     collector.timed()
     assert sum(isinstance(cb, collector._Timer) for cb in gc.callbacks) == 1
-    before = _spent(2)
+    before, runs = _spent(2), _runs(2)
     garbage: list[object] = []
     for _ in range(20_000):  # cycles, so that the full collection has something to do
         a: list[object] = []
@@ -58,6 +63,7 @@ def test_collections_are_timed_once_per_process(restored: None) -> None:
     del garbage, a
     assert gc.collect() >= 20_000
     assert _spent(2) > before
+    assert _runs(2) >= runs + 1
 
 
 def test_setting_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
