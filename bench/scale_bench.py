@@ -47,6 +47,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -193,9 +194,67 @@ class CountedIdentity:
 # ---- /proc and the operator's /metrics -------------------------------------------------------------
 
 
-def proc_cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+def proc_cpu_seconds(pid: int, thread: int | None = None) -> float:
+    """CPU-seconds of process `pid`, or of its thread `thread` (the main thread's id is the pid)."""
+    stat = Path(f"/proc/{pid}/stat" if thread is None else f"/proc/{pid}/task/{thread}/stat")
+    fields = stat.read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def event_floor(
+    api: client.ApiClient, op: Any, tenants: list[str], n: int = 200, quiet_s: float = 15.0
+) -> dict[str, float]:
+    """The operator's CPU per watch event in this run, measured as `make bench-floor` measures it on an
+    empty cluster: label patches on `n` held pods and `n` Workloads of the check arm, one event each.
+
+    Here the operator holds the run's heap, indexes and telemetry, on the same machine in the same
+    minutes as the bursts it is compared with. Only its main thread is counted (kopf's event loop, where
+    the handlers run); the telemetry refresh, the drift sweep and the writes run in other threads. The
+    main thread's own rate over `quiet_s` before (node updates, timers) is subtracted."""
+    pid = op.proc.pid
+    c0, t0 = proc_cpu_seconds(pid, pid), time.monotonic()
+    time.sleep(quiet_s)
+    rate = (proc_cpu_seconds(pid, pid) - c0) / (time.monotonic() - t0)
+    core, co = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    pods = [
+        (p.metadata.namespace, p.metadata.name)
+        for ns in tenants
+        for p in core.list_namespaced_pod(ns).items
+        if p.spec.node_name and p.status.phase == "Running"
+    ][:n]
+    workloads = [
+        (ns, w["metadata"]["name"])
+        for ns in tenants
+        for w in co.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", ns, "workloads")["items"]
+    ][:n]
+    label = {"metadata": {"labels": {"sovereignspec-bench-probe": uuid.uuid4().hex[:8]}}}
+    patches: dict[str, tuple[list[tuple[str, str]], Callable[[str, str], Any]]] = {
+        "pods": (pods, lambda ns, name: core.patch_namespaced_pod(name, ns, label)),
+        "workloads": (
+            workloads,
+            lambda ns, name: co.patch_namespaced_custom_object(
+                "kueue.x-k8s.io", "v1beta2", ns, "workloads", name, label
+            ),
+        ),
+    }
+    out = {"mainThreadIdleMsPerS": 1000 * rate}
+    for resource, (keys, patch) in patches.items():
+        if not keys:
+            continue
+        target = watch_events(op.metrics()).get(resource, 0.0) + len(keys)
+        c0, t0 = proc_cpu_seconds(pid, pid), time.monotonic()
+        for ns, name in keys:
+            patch(ns, name)
+        wait_until(
+            lambda r=resource, e=target: watch_events(op.metrics()).get(r, 0.0) >= e,
+            timeout=120,
+            interval=0.5,
+            what=f"{len(keys)} {resource} events",
+        )
+        cpu = proc_cpu_seconds(pid, pid) - c0 - rate * (time.monotonic() - t0)
+        out[resource] = 1000 * cpu / len(keys)
+        out[f"{resource}N"] = float(len(keys))
+    return out
 
 
 def proc_rss_mb(pid: int) -> float:
@@ -791,6 +850,7 @@ def main() -> int:
                 "gc": 0.0,
                 "drift": 0.0,
                 "wall": 0.0,
+                "main": 0.0,
             },
             "check": {
                 "ns": tenants,
@@ -802,6 +862,7 @@ def main() -> int:
                 "gc": 0.0,
                 "drift": 0.0,
                 "wall": 0.0,
+                "main": 0.0,
             },
         }
         events_by_kind: dict[str, float] = defaultdict(float)
@@ -832,7 +893,7 @@ def main() -> int:
                 e_a, g_a = watch_events(m_a), metric_sum(m_a, GC_SECONDS)
                 gens_a = gc_by_generation(m_a)
                 d_a = sum(drift_cpu(m_a).values())
-                c_a = proc_cpu_seconds(op.proc.pid)
+                c_a, main_a = proc_cpu_seconds(op.proc.pid), proc_cpu_seconds(op.proc.pid, op.proc.pid)
                 t_submit = time.monotonic()
                 submit(a["ns"], a["prefix"], submitted, n)
                 done = names if name == "check" else alone_names
@@ -840,6 +901,7 @@ def main() -> int:
                 keys = wait_arm(watcher, set(a["ns"]), f"job-{a['prefix']}", set(done), n, what)
                 done += sorted(keys)
                 a["cpu"] += proc_cpu_seconds(op.proc.pid) - c_a
+                a["main"] += proc_cpu_seconds(op.proc.pid, op.proc.pid) - main_a
                 a["wall"] += time.monotonic() - t_submit
                 m_b = op.metrics()
                 e_b = watch_events(m_b)
@@ -911,6 +973,13 @@ def main() -> int:
             "drift_cpu": {k: v - idle_s0[k] for k, v in drift_cpu(idle_m).items()},
         }
         idle_rate = idle["cpu"] / idle["wall"] if idle["wall"] > 0 else float("nan")
+        floor_here = event_floor(cluster.api_client, op, tenants)
+        say(
+            "the operator's main-thread CPU per watch event in this run (label patches on held objects, idle "
+            f"{floor_here['mainThreadIdleMsPerS']:.1f} ms/s subtracted): "
+            f"pods {floor_here.get('pods', 0):.2f} ms (n={floor_here.get('podsN', 0):.0f}), "
+            f"workloads {floor_here.get('workloads', 0):.2f} ms (n={floor_here.get('workloadsN', 0):.0f})"
+        )
 
         decided = [r for r in log_records(op, "decided") if isinstance(r.get("durationMs"), int | float)]
         op_ms = [float(r["durationMs"]) for r in decided]
@@ -1037,6 +1106,11 @@ def main() -> int:
             q: round(pct(adm["check"], q) / pct(adm["alone"], q), 3) if pct(adm["alone"], q) > 0 else None
             for q in (0.5, 0.99)
         }
+        # The check bursts' main-thread CPU per decision beside what their watch events cost at this run's
+        # own per-event cost (`event_floor`; Workload events' cost for the kinds it does not probe).
+        main_ms = 1000 * arm["check"]["main"] / max(decisions, 1)
+        per_event = {r: floor_here.get(r, floor_here.get("workloads", 0.0)) for r in events}
+        events_ms = sum(n * per_event[r] for r, n in events.items()) / max(decisions, 1)
         figures = {
             "decisionP50Ms": round(pct(op_ms, 0.5), 2),
             "decisionP99Ms": round(pct(op_ms, 0.99), 2),
@@ -1080,6 +1154,11 @@ def main() -> int:
             # Share of the operator's CPU in the garbage collector: the check bursts, the idle window.
             "gcShareCheckBursts": round(arm["check"]["gc"] / cpu_s, 3) if cpu_s > 0 else None,
             "gcShareIdle": round(idle["gc"] / idle["cpu"], 3) if idle["cpu"] > 0 else None,
+            # The operator's main-thread CPU per watch event in this run (after the idle window), and the
+            # share of the check bursts' main-thread CPU per decision that their watch events account for.
+            "inRunEventMs": {r: round(floor_here[r], 3) for r in ("pods", "workloads") if r in floor_here},
+            "mainThreadMsPerDecision": round(main_ms, 2),
+            "mainThreadEventShare": round(events_ms / main_ms, 3) if main_ms > 0 else None,
             # Share of the operator's CPU in the check bursts that the drift sweep's own thread took.
             "driftShareCheckBursts": round(arm["check"]["drift"] / cpu_s, 3) if cpu_s > 0 else None,
             "driftIntervalS": args.drift_interval,
@@ -1270,6 +1349,13 @@ def main() -> int:
             + f"); operator CPU per event, all its CPU counted: "
             f"{1000 * cpu_s / n_events if n_events else float('nan'):.2f} ms; in the Kueue-alone arm's "
             f"bursts {arm['alone']['events'] / max(len(alone_names), 1):.1f} per workload"
+        )
+        print(
+            f"main thread in the check arm's bursts: {main_ms:.2f} ms of CPU per decision of "
+            f"{1000 * cpu_s / max(decisions, 1):.2f} all threads; its watch events at this run's own cost "
+            f"per event (pods {floor_here.get('pods', float('nan')):.2f}, workloads "
+            f"{floor_here.get('workloads', float('nan')):.2f} ms): {events_ms:.2f} ms "
+            f"({100 * events_ms / main_ms if main_ms > 0 else float('nan'):.0f} %)"
         )
         print(
             f"API server round trip of a no-op status apply (n={len(rtt)}): p50 {pct(rtt, 0.5):.1f} ms, "
