@@ -88,8 +88,9 @@ from tests.telemetry.promproc import PrometheusProcess  # noqa: E402
 
 JURISDICTIONS = ["DE", "FR", "KR", "US"]
 GC_SECONDS = "sovereignspec_gc_seconds_total"
-GC_COLLECTIONS = "sovereignspec_gc_collections_total"
 """The operator's CPU in Python's cyclic garbage collector, all generations (operator/collector.py)."""
+GC_COLLECTIONS = "sovereignspec_gc_collections_total"
+"""The collections it ran, by generation."""
 DRIFT_INTERVAL: float = OperatorSettings.model_fields["drift_interval_seconds"].default
 """The operator's default drift interval, as shipped: the bench measures the sweep a user runs."""
 GOALS = {"p99Ms": 50.0, "decisionsPerSecond": 100.0, "rssMb": 300.0}
