@@ -207,8 +207,10 @@ def proc_cpu_seconds(pid: int, thread: int | None = None) -> float:
 def event_floor(
     api: client.ApiClient, op: Any, tenants: list[str], n: int = 200, quiet_s: float = 15.0
 ) -> dict[str, float]:
-    """The operator's CPU per watch event in this run, measured as `make bench-floor` measures it on an
-    empty cluster: label patches on `n` held pods and `n` Workloads of the check arm, one event each.
+    """The operator's CPU per watch event in this run, with the label patches `make bench-floor` makes on
+    an empty cluster: on `n` held pods and `n` Workloads of the check arm, one event each. Unlike the floor
+    bench (its twin loop, to be shared), one round per kind, divided by the patches rather than the events
+    counted, and with no 1 s wait for the last handlers' tails.
 
     Here the operator holds the run's heap, indexes and telemetry, on the same machine in the same
     minutes as the bursts it is compared with. Only its main thread is counted (kopf's event loop, where
