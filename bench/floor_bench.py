@@ -6,7 +6,9 @@ that no code of ours removes while the operator is a kopf operator on the Python
   Event, made here one after another;
 - the operator's CPU per watch event it handles: the real operator, pinned to one core, is fed label
   patches on pods bound to a KWOK node and on Workloads. Each patch is one event, counted by the
-  operator's `sovereignspec_watch_events_total`, and the CPU comes from /proc, less the idle rate.
+  operator's `sovereignspec_watch_events_total`, and the CPU comes from /proc, less the idle rate, for
+  the whole process and for its main thread (kopf's event loop) apart. The loop is `event_cost.py`'s,
+  which the scale bench also runs inside its own run.
 With the scale bench's "watch events per decision" (E) and decide()'s own cost (bench/decide_bench.py),
 they bound the decisions per CPU-second: 1000 / (E x event + writes + decide) with all three in ms.
 Runs against the local cluster (`make cluster-up`).
@@ -30,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from decide_bench import NOW, build, measure  # noqa: E402
+from event_cost import event_cost, idle_rates  # noqa: E402
 from kubernetes import client  # noqa: E402
 from scale_bench import DRIFT_INTERVAL, proc_cpu_seconds, wait_quiet, watch_events  # noqa: E402
 
@@ -176,39 +179,31 @@ def main() -> int:
         op.wait_ready(timeout=120)
         pid = op.proc.pid
         time.sleep(10)  # the initial listing and the pods' KWOK status updates settle
-        c0, t0 = proc_cpu_seconds(pid), time.monotonic()
-        time.sleep(10)
-        idle = (proc_cpu_seconds(pid) - c0) / (time.monotonic() - t0)
-        print(f"operator idle CPU: {1000 * idle:.1f} ms/s (subtracted below)")
+        clocks = {"process": lambda: proc_cpu_seconds(pid), "main": lambda: proc_cpu_seconds(pid, pid)}
+        idle = idle_rates(clocks, 10.0)
+        print(f"operator idle CPU: {1000 * idle['process']:.1f} ms/s (subtracted below)")
 
-        per_event: dict[str, list[float]] = {"pods": [], "workloads": []}
-        for rnd in range(1, args.rounds + 1):
-            for kind in per_event:
-                patch = {"metadata": {"labels": {"round": str(rnd)}}}
-                before = watch_events(op.metrics()).get(kind, 0.0)
-                c0, t0 = proc_cpu_seconds(pid), time.monotonic()
-                for i in range(n):
-                    if kind == "pods":
-                        core_api.patch_namespaced_pod(f"p-{i}", ns, patch, _preload_content=False)
-                    else:
-                        co.patch_namespaced_custom_object(*KUEUE, ns, "workloads", f"w-{i}", patch)
-                wait_until(
-                    lambda k=kind, b=before: watch_events(op.metrics()).get(k, 0.0) >= b + n,  # type: ignore[union-attr]
-                    timeout=60,
-                    what=f"{n} {kind} events handled",
-                )
-                time.sleep(1.0)  # the last handlers' tails
-                counted = watch_events(op.metrics()).get(kind, 0.0) - before
-                used = proc_cpu_seconds(pid) - c0 - idle * (time.monotonic() - t0)
-                per_event[kind].append(1000 * used / counted)
-                print(
-                    f"round {rnd}, {kind}: {counted:.0f} events handled, {1000 * used / counted:.2f} ms each"
-                )
-        event_ms = {k: statistics.median(v) for k, v in per_event.items()}
-        print(
-            "operator CPU per watch event (median of rounds): "
-            + ", ".join(f"{k} {v:.2f} ms" for k, v in event_ms.items())
+        def patch_pod(i: int, value: str) -> None:
+            body = {"metadata": {"labels": {"round": value}}}
+            core_api.patch_namespaced_pod(f"p-{i}", ns, body, _preload_content=False)
+
+        def patch_workload(i: int, value: str) -> None:
+            body = {"metadata": {"labels": {"round": value}}}
+            co.patch_namespaced_custom_object(*KUEUE, ns, "workloads", f"w-{i}", body)
+
+        costs = event_cost(
+            {"pods": (n, patch_pod), "workloads": (n, patch_workload)},
+            lambda kind: watch_events(op.metrics()).get(kind, 0.0),
+            clocks,
+            idle,
+            rounds=args.rounds,
         )
+        event_ms = costs["process"]
+        for clock, label in (("process", "operator"), ("main", "its main thread")):
+            print(
+                f"{label}: CPU per watch event (median of rounds): "
+                + ", ".join(f"{k} {v:.2f} ms" for k, v in costs[clock].items())
+            )
         e_ms = statistics.mean(event_ms.values())
         for e in args.events_per_decision or [5.0, 10.0, 13.0, 20.0]:
             floor = e * e_ms + write_ms + args.decide_ms
@@ -222,6 +217,7 @@ def main() -> int:
                 {
                     "clientWriteMs": {k: round(v[0], 3) for k, v in writes.items()},
                     "eventMs": {k: round(v, 3) for k, v in event_ms.items()},
+                    "mainThreadEventMs": {k: round(v, 3) for k, v in costs["main"].items()},
                 }
             )
         )

@@ -57,6 +57,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from event_cost import event_cost, idle_rates  # noqa: E402
 from kubernetes import client, watch  # noqa: E402
 
 from sovereignspec.operator.metrics import DRIFT_STAGES  # noqa: E402
@@ -205,21 +206,25 @@ def proc_cpu_seconds(pid: int, thread: int | None = None) -> float:
 
 
 def event_floor(
-    api: client.ApiClient, op: Any, tenants: list[str], n: int = 200, quiet_s: float = 15.0
-) -> dict[str, float]:
-    """The operator's CPU per watch event in this run, with the label patches `make bench-floor` makes on
-    an empty cluster: on `n` held pods and `n` Workloads of the check arm, one event each. Unlike the floor
-    bench (its twin loop, to be shared), one round per kind, divided by the patches rather than the events
-    counted, and with no 1 s wait for the last handlers' tails.
+    api: client.ApiClient,
+    op: Any,
+    tenants: list[str],
+    say: Callable[[str], None],
+    n: int = 200,
+    quiet_s: float = 15.0,
+    rounds: int = 3,
+) -> dict[str, Any]:
+    """The operator's CPU per watch event in this run, by `make bench-floor`'s own loop (`event_cost`):
+    label patches on `n` held pods and `n` Workloads of the check arm, one event each, `rounds` rounds.
 
     Here the operator holds the run's heap, indexes and telemetry, on the same machine in the same
-    minutes as the bursts it is compared with. Only its main thread is counted (kopf's event loop, where
-    the handlers run); the telemetry refresh, the drift sweep and the writes run in other threads. The
-    main thread's own rate over `quiet_s` before (node updates, timers) is subtracted."""
+    minutes as the bursts it is compared with. Two clocks, each less its own rate over `quiet_s` before
+    (node updates, timers, the telemetry refresh): the whole process, as the floor bench counts, and its
+    main thread alone (kopf's event loop, where the handlers run; the telemetry refresh, the drift sweep
+    and the writes run in other threads, and their time-paced work is noise on the process clock)."""
     pid = op.proc.pid
-    c0, t0 = proc_cpu_seconds(pid, pid), time.monotonic()
-    time.sleep(quiet_s)
-    rate = (proc_cpu_seconds(pid, pid) - c0) / (time.monotonic() - t0)
+    clocks = {"process": lambda: proc_cpu_seconds(pid), "main": lambda: proc_cpu_seconds(pid, pid)}
+    idle = idle_rates(clocks, quiet_s)
     core, co = client.CoreV1Api(api), client.CustomObjectsApi(api)
     pods = [
         (p.metadata.namespace, p.metadata.name)
@@ -232,34 +237,30 @@ def event_floor(
         for ns in tenants
         for w in co.list_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", ns, "workloads")["items"]
     ][:n]
-    label = {"metadata": {"labels": {"sovereignspec-bench-probe": uuid.uuid4().hex[:8]}}}
-    patches: dict[str, tuple[list[tuple[str, str]], Callable[[str, str], Any]]] = {
-        "pods": (pods, lambda ns, name: core.patch_namespaced_pod(name, ns, label)),
-        "workloads": (
-            workloads,
-            lambda ns, name: co.patch_namespaced_custom_object(
-                "kueue.x-k8s.io", "v1beta2", ns, "workloads", name, label
-            ),
-        ),
+
+    def label(value: str) -> dict[str, Any]:
+        return {"metadata": {"labels": {"sovereignspec-bench-probe": value}}}
+
+    def patch_pod(i: int, value: str) -> None:
+        core.patch_namespaced_pod(pods[i][1], pods[i][0], label(value), _preload_content=False)
+
+    def patch_workload(i: int, value: str) -> None:
+        ns, name = workloads[i]
+        co.patch_namespaced_custom_object("kueue.x-k8s.io", "v1beta2", ns, "workloads", name, label(value))
+
+    costs = event_cost(
+        {"pods": (len(pods), patch_pod), "workloads": (len(workloads), patch_workload)},
+        lambda kind: watch_events(op.metrics()).get(kind, 0.0),
+        clocks,
+        idle,
+        rounds=rounds,
+        say=say,
+    )
+    return {
+        "idleMsPerS": {c: 1000 * r for c, r in idle.items()},
+        "n": {"pods": len(pods), "workloads": len(workloads)},
+        **costs,
     }
-    out = {"mainThreadIdleMsPerS": 1000 * rate}
-    for resource, (keys, patch) in patches.items():
-        if not keys:
-            continue
-        target = watch_events(op.metrics()).get(resource, 0.0) + len(keys)
-        c0, t0 = proc_cpu_seconds(pid, pid), time.monotonic()
-        for ns, name in keys:
-            patch(ns, name)
-        wait_until(
-            lambda r=resource, e=target: watch_events(op.metrics()).get(r, 0.0) >= e,
-            timeout=120,
-            interval=0.5,
-            what=f"{len(keys)} {resource} events",
-        )
-        cpu = proc_cpu_seconds(pid, pid) - c0 - rate * (time.monotonic() - t0)
-        out[resource] = 1000 * cpu / len(keys)
-        out[f"{resource}N"] = float(len(keys))
-    return out
 
 
 def proc_rss_mb(pid: int) -> float:
@@ -978,12 +979,18 @@ def main() -> int:
             "drift_cpu": {k: v - idle_s0[k] for k, v in drift_cpu(idle_m).items()},
         }
         idle_rate = idle["cpu"] / idle["wall"] if idle["wall"] > 0 else float("nan")
-        floor_here = event_floor(cluster.api_client, op, tenants)
+        floor_here = event_floor(cluster.api_client, op, tenants, say)
+        main_event = floor_here["main"]
         say(
-            "the operator's main-thread CPU per watch event in this run (label patches on held objects, idle "
-            f"{floor_here['mainThreadIdleMsPerS']:.1f} ms/s subtracted): "
-            f"pods {floor_here.get('pods', 0):.2f} ms (n={floor_here.get('podsN', 0):.0f}), "
-            f"workloads {floor_here.get('workloads', 0):.2f} ms (n={floor_here.get('workloadsN', 0):.0f})"
+            "the operator's CPU per watch event in this run (label patches on "
+            f"{floor_here['n']['pods']} held pods and {floor_here['n']['workloads']} Workloads, median of "
+            "rounds; idle "
+            + ", ".join(f"{c} {r:.1f} ms/s" for c, r in floor_here["idleMsPerS"].items())
+            + " subtracted): "
+            + "; ".join(
+                f"{c}: " + ", ".join(f"{k} {v:.2f} ms" for k, v in floor_here[c].items())
+                for c in ("process", "main")
+            )
         )
 
         decided = [r for r in log_records(op, "decided") if isinstance(r.get("durationMs"), int | float)]
@@ -1114,7 +1121,7 @@ def main() -> int:
         # The check bursts' main-thread CPU per decision beside what their watch events cost at this run's
         # own per-event cost (`event_floor`; Workload events' cost for the kinds it does not probe).
         main_ms = 1000 * arm["check"]["main"] / max(decisions, 1)
-        per_event = {r: floor_here.get(r, floor_here.get("workloads", 0.0)) for r in events}
+        per_event = {r: main_event.get(r, main_event.get("workloads", 0.0)) for r in events}
         events_ms = sum(n * per_event[r] for r, n in events.items()) / max(decisions, 1)
         figures = {
             "decisionP50Ms": round(pct(op_ms, 0.5), 2),
@@ -1161,7 +1168,8 @@ def main() -> int:
             "gcShareIdle": round(idle["gc"] / idle["cpu"], 3) if idle["cpu"] > 0 else None,
             # The operator's main-thread CPU per watch event in this run (after the idle window), and the
             # share of the check bursts' main-thread CPU per decision that their watch events account for.
-            "inRunEventMs": {r: round(floor_here[r], 3) for r in ("pods", "workloads") if r in floor_here},
+            "inRunEventMs": {r: round(v, 3) for r, v in main_event.items()},
+            "inRunProcessEventMs": {r: round(v, 3) for r, v in floor_here["process"].items()},
             "mainThreadMsPerDecision": round(main_ms, 2),
             "mainThreadEventShare": round(events_ms / main_ms, 3) if main_ms > 0 else None,
             # Share of the operator's CPU in the check bursts that the drift sweep's own thread took.
@@ -1358,8 +1366,8 @@ def main() -> int:
         print(
             f"main thread in the check arm's bursts: {main_ms:.2f} ms of CPU per decision of "
             f"{1000 * cpu_s / max(decisions, 1):.2f} all threads; its watch events at this run's own cost "
-            f"per event (pods {floor_here.get('pods', float('nan')):.2f}, workloads "
-            f"{floor_here.get('workloads', float('nan')):.2f} ms): {events_ms:.2f} ms "
+            f"per event (pods {main_event.get('pods', float('nan')):.2f}, workloads "
+            f"{main_event.get('workloads', float('nan')):.2f} ms): {events_ms:.2f} ms "
             f"({100 * events_ms / main_ms if main_ms > 0 else float('nan'):.0f} %)"
         )
         print(
