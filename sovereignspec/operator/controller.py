@@ -467,6 +467,21 @@ class Controller:
         self._base = (parts, snap)
         return snap
 
+    def answer_seen(self, body: Mapping[str, Any]) -> None:
+        """The bookkeeping of a Workload event that asks for no decision (no check entry Pending: our
+        answer echoed, Kueue admitting it, its pods starting), from the raw body without parsing it:
+        a later Pending entry means a requeue, and a workload that holds nothing any more is forgotten.
+        Only entries of ours have keys here, so the entries need no filtering by name."""
+        uid = (body.get("metadata") or {}).get("uid")
+        entries = (body.get("status") or {}).get("admissionChecks") or []
+        if not entries:
+            return
+        if not holding(body):
+            self.forget(uid)
+        for e in entries:
+            if isinstance(e, Mapping):
+                self._answered.pop(f"{uid}/{e.get('name')}", None)
+
     async def on_workload(
         self, body: Mapping[str, Any], views_fn: Callable[[], Views], ours: set[str]
     ) -> None:
@@ -477,12 +492,7 @@ class Controller:
         if not entries:
             return
         if not any(e.get("state") == "Pending" for e in entries):
-            # Most events of a workload (our own answer echoed, Kueue admitting it, its pods
-            # starting) need no decision: answer them from the raw body, without parsing it.
-            if not holding(body):
-                self.forget(uid)
-            for e in entries:
-                self._answered.pop(f"{uid}/{e.get('name')}", None)
+            self.answer_seen(body)
             return
         try:
             wl = parse_workload_safe(body)

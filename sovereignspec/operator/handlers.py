@@ -58,6 +58,22 @@ def _has_checks(body: Mapping[str, Any]) -> bool:
     return bool((body.get("status") or {}).get("admissionChecks"))
 
 
+def _has_pending(body: Mapping[str, Any]) -> bool:
+    """Some admission check entry of the Workload is Pending (ours or another controller's: the
+    controller filters by name)."""
+    checks = (body.get("status") or {}).get("admissionChecks") or []
+    return any(isinstance(c, Mapping) and c.get("state") == "Pending" for c in checks)
+
+
+def acts_on_workload(type: str | None, body: Mapping[str, Any], **_: Any) -> bool:
+    """A Workload event the controller's event handler acts on: a deletion, or a body with a check entry
+    Pending. Every other event's bookkeeping (`Controller.answer_seen`) is done by the index handler,
+    which kopf calls for each event anyway: invoking the event handler as well (kwargs with every index,
+    contexts, loggers, outcome bookkeeping) cost about as much again, on most of a workload's events
+    (docs/scale.md, "Session 43")."""
+    return type == "DELETED" or _has_pending(body)
+
+
 def _lean(body: Mapping[str, Any]) -> dict[str, Any]:
     """A shallow copy of a body to keep in an index, without metadata.managedFields: nothing reads
     them, and they were more than half of a held Workload's memory (25 -> 10 KB as Python objects)."""
@@ -134,11 +150,6 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
     def deleted(type: str | None, **_: Any) -> bool:
         return type == "DELETED"
 
-    def deleted_or_checked(type: str | None, body: kopf.Body, **_: Any) -> bool:
-        """A Workload event the controller acts on: a deletion, or a body with admission check
-        entries (without any, `Controller.on_workload` returns at once: no entry is ours)."""
-        return type == "DELETED" or _has_checks(body)
-
     @kopf.index("", "v1", "nodes", registry=registry, id="ss_nodes")
     async def ss_nodes(name: str, body: kopf.Body, **_: Any) -> dict[str, Any]:
         _EVENTS_NODES.inc()
@@ -212,6 +223,8 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
     ) -> dict[Any, Any]:
         _EVENTS_WORKLOADS.inc()
         ctrl.mirror.put_finished(_key(body), uid if finished(body) else None)
+        if not _has_pending(body):
+            ctrl.answer_seen(body)  # the event handler is not called for it (`acts_on_workload`)
         # Which workloads hold quota lives in the mirror; the index keeps their bodies (drift, resync)
         # when they have an admission check entry at all: a body without one is read by neither (a
         # Workload of a ClusterQueue without checks; an entry added later comes with a new event).
@@ -232,8 +245,7 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
         """The index's current body under `key` when it still has some check Pending (ours is
         filtered by the controller)."""
         for b in idx["ss_workloads"].get(key, ()):
-            checks = (b.get("status") or {}).get("admissionChecks") or []
-            if any(isinstance(c, Mapping) and c.get("state") == "Pending" for c in checks):
+            if _has_pending(b):
                 return cast(dict[str, Any], b)
         return None
 
@@ -254,7 +266,7 @@ def build_registry(ctrl: Controller) -> kopf.OperatorRegistry:
 
     # ---- Workloads ---------------------------------------------------------------------------------
 
-    @kopf.on.event(*KUEUE, "workloads", registry=registry, when=deleted_or_checked)
+    @kopf.on.event(*KUEUE, "workloads", registry=registry, when=acts_on_workload)
     async def on_workload(type: str | None, body: kopf.Body, uid: str, **kw: Any) -> None:
         ctrl.indexes = kw  # kopf indexes are live views: the background loops read them too
         if type == "DELETED":
