@@ -897,7 +897,7 @@ def main() -> int:
                 r_a = ident.requests()  # kubectl reads the API server's metrics: before the CPU sample
                 m_a = op.metrics()
                 e_a, g_a = watch_events(m_a), metric_sum(m_a, GC_SECONDS)
-                gens_a = gc_by_generation(m_a)
+                gens_a = gc_by_generation(m_a) if name == "check" else []  # the check bursts' only
                 d_a = sum(drift_cpu(m_a).values())
                 c_a, main_a = proc_cpu_seconds(op.proc.pid), proc_cpu_seconds(op.proc.pid, op.proc.pid)
                 t_submit = time.monotonic()
