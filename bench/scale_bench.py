@@ -29,8 +29,9 @@ Measured:
   operator's own client-certificate user;
 - the API server's own round trip for a status apply: the bench re-applies an operator's Ready entry
   (same field manager, a no-op apply through the same admission webhooks), in the same run;
-- the operator's CPU per watch event in the same run (`event_floor`: label patches on held objects,
-  its main thread), beside its main thread's CPU per decision in the check bursts.
+- the operator's CPU per watch event in the same run (`event_floor`: `make bench-floor`'s loop, label
+  patches on held objects, the whole process and its main thread), beside its main thread's CPU per
+  decision in the check bursts.
 
 The output ends with one JSON line. `--quick` runs a small size for a busy machine.
 """

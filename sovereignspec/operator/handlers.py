@@ -68,9 +68,9 @@ def _has_pending(body: Mapping[str, Any]) -> bool:
 def acts_on_workload(type: str | None, body: Mapping[str, Any], **_: Any) -> bool:
     """A Workload event the controller's event handler acts on: a deletion, or a body with a check entry
     Pending. Every other event's bookkeeping (`Controller.answer_seen`) is done by the index handler,
-    which kopf calls for each event anyway: invoking the event handler as well (kwargs with every index,
-    contexts, loggers, outcome bookkeeping) cost about as much again, on most of a workload's events
-    (docs/scale.md, "Session 43")."""
+    which kopf calls for each event anyway, so most of a workload's events skip kopf's handler
+    invocation (kwargs with every index, contexts, loggers, outcome bookkeeping): 3-6 % of such an
+    event's CPU in `make bench-floor` (docs/scale.md, "Session 43")."""
     return type == "DELETED" or _has_pending(body)
 
 
