@@ -18,7 +18,8 @@ Choices where DESIGN.md is silent:
 - On a time-sliced node, a GPU pod bound there that no GPU sample names yet (dcgm-exporter's pod
   labels lag) is placed as the device plugin placed it under `Distributed` allocation
   (`placed_as_distributed`, applied in `Facts.samples`), and counts as a neighbour on every shared GPU
-  at their highest load otherwise.
+  at their highest load otherwise. Where the plugin chose among several GPUs for it (`tied_gpus`), a new
+  pod is judged on all of them: which one the pod took is unknown.
 - Draft memory: the minimum free framebuffer over the node's free GPUs must hold the draft; unknown
   free memory turns speculation off on that node.
 """
@@ -169,13 +170,24 @@ def handed_out(
     free: Sequence[GpuSample],
     unattributed: Callable[[], bool],
     allocation: str,
+    tied: Sequence[GpuSample] = (),
 ) -> Sequence[GpuSample]:
-    """The GPUs among `free` a new one-GPU pod will run on: under `Distributed` allocation (the NVIDIA
-    device plugin's default for time-slicing and MPS replicas) those with the fewest pods, all of them
-    when several tie (the plugin breaks ties). Every free GPU (`free` itself) where the samples do not
-    tell: `Unknown` allocation, whole GPUs (a free one carries no pod anyway), MIG instances, a GPU pod
-    on the node that no sample names yet (`unattributed()`, asked only when the choice would narrow)."""
-    if allocation != "Distributed" or len(free) < 2 or replicas(node, samples) <= 1:
+    """The GPUs a new one-GPU pod may run on: under `Distributed` allocation (the NVIDIA device plugin's
+    default for time-slicing and MPS replicas) those among `free` with the fewest pods, all of them when
+    several tie (the plugin breaks ties), and the GPUs of `tied` as they read there (`tied_gpus`: the
+    pod no sample names yet placed last on each was placed there in a tie, and may hold another GPU of
+    it). Every free GPU (`free` itself, and `tied` in place of theirs) where the samples do not tell:
+    `Unknown` allocation, whole GPUs (a free one carries no pod anyway), MIG instances, a GPU pod on the
+    node that no sample names yet (`unattributed()`, asked only when the choice would narrow)."""
+    if allocation != "Distributed" or replicas(node, samples) <= 1:
+        return free
+    if tied:
+        ids = {g.uuid for g in tied}
+        rest = [g for g in free if g.uuid not in ids]
+        least = min((len(g.pods) for g in rest), default=0)
+        narrow = not any(g.mig_profile for g in samples) and not unattributed()
+        return [*tied, *(g for g in rest if len(g.pods) == least or not narrow)]
+    if len(free) < 2:
         return free
     least = min(len(g.pods) for g in free)
     on = [g for g in free if len(g.pods) == least]
@@ -201,23 +213,62 @@ def unattributed_gpu_pods(
     )
 
 
+def _distributed(
+    samples: Sequence[GpuSample], unattributed: Sequence[tuple[str, str]], per_gpu: int
+) -> tuple[list[list[PodRef]], set[int]]:
+    """Each pod no sample names yet, in turn, on a GPU with the fewest pods, the least loaded of those;
+    and the GPUs whose last pod so placed was placed there in a choice among several."""
+    pods = [list(g.pods) for g in samples]
+    last_tied: set[int] = set()
+    for ns, name in unattributed:
+        room = [i for i, got in enumerate(pods) if len(got) < per_gpu]
+        if not room:
+            break
+        least = min(len(pods[i]) for i in room)
+        fewest = [i for i in room if len(pods[i]) == least]
+        j = min(fewest, key=lambda i: float(samples[i].tensor_active or 0.0))
+        pods[j].append(PodRef(namespace=ns, name=name))
+        if len(fewest) > 1:
+            last_tied.add(j)
+        else:
+            last_tied.discard(j)
+    return pods, last_tied
+
+
 def placed_as_distributed(
     samples: Sequence[GpuSample], unattributed: Sequence[tuple[str, str]], per_gpu: int
 ) -> list[GpuSample]:
     """The samples with each pod that no sample names yet placed as a `Distributed` device plugin placed
     it: on a GPU with the fewest pods, the least loaded of those (the plugin's tie-break is unknown, and
-    so the GPUs left to the next pod are judged at their highest load). A pod that finds every GPU full
-    is left unplaced (the samples are older than the binding)."""
-    pods = [list(g.pods) for g in samples]
-    for ns, name in unattributed:
-        room = [i for i, got in enumerate(pods) if len(got) < per_gpu]
-        if not room:
-            break
-        j = min(room, key=lambda i: (len(pods[i]), float(samples[i].tensor_active or 0.0)))
-        pods[j].append(PodRef(namespace=ns, name=name))
+    so the GPUs left to the next pod are judged at their highest load, and those of the tie as well:
+    `tied_gpus`). A pod that finds every GPU full is left unplaced (the samples are older than the
+    binding)."""
+    return _with_pods(samples, dict(enumerate(_distributed(samples, unattributed, per_gpu)[0])))
+
+
+def tied_gpus(
+    samples: Sequence[GpuSample], unattributed: Sequence[tuple[str, str]], per_gpu: int
+) -> list[GpuSample]:
+    """The GPUs a next pod may get besides those `placed_as_distributed` leaves with the fewest pods: each
+    GPU whose last pod no sample names was placed there in a choice among several GPUs with the fewest,
+    as it reads without that pod. The plugin's tie-break is unknown (Go map order in NVIDIA's), so that
+    pod may hold another GPU of the tie and leave this one to the next pod; the number of pods on the
+    GPUs with room is the same whichever way ties went (docs/decision.md, "Pods no sample names yet,
+    placed in a tie")."""
+    pods, last_tied = _distributed(samples, unattributed, per_gpu)
+    room = [len(got) for got in pods if len(got) < per_gpu]
+    if not last_tied or not room:
+        return []
+    level = min(room)
+    alt = {i: pods[i][:-1] for i in sorted(last_tied) if len(pods[i]) == level + 1}
+    return [g for i, g in enumerate(_with_pods(samples, alt)) if i in alt]
+
+
+def _with_pods(samples: Sequence[GpuSample], pods: Mapping[int, list[PodRef]]) -> list[GpuSample]:
+    """The samples with the pods given by index (the same object where the list is unchanged)."""
     return [
-        g if len(got) == len(g.pods) else g.model_copy(update={"pods": got})
-        for g, got in zip(samples, pods, strict=True)
+        g if (got := pods.get(i)) is None or got == list(g.pods) else g.model_copy(update={"pods": got})
+        for i, g in enumerate(samples)
     ]
 
 

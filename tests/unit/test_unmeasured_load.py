@@ -10,11 +10,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sovereignspec.api.speculation_policy import SpeculationPolicySpec
-from sovereignspec.model.cluster import PodInfo
+from sovereignspec.model.cluster import ClusterSnapshot, PodInfo
 from sovereignspec.model.profiles import profile_book
 from sovereignspec.model.steptime import StepCurve
 from sovereignspec.model.telemetry import EngineSample, GpuSample, PodRef
-from sovereignspec.policy.node_state import claims_of, placed_as_distributed
+from sovereignspec.policy.node_state import claims_of, placed_as_distributed, tied_gpus
 from sovereignspec.policy.unmeasured_load import busy_alone, with_unmeasured_load
 from tests.unit.test_keep_capacity import H100, TARGET, _decide, _snapshot
 
@@ -144,6 +144,13 @@ def test_pods_no_sample_names_yet_are_placed_as_a_distributed_device_plugin_plac
     full = placed_as_distributed(gpus, new, per_gpu=2)
     assert [[p.name for p in g.pods] for g in full] == [["a", "w"], ["y", "v"], ["x", "z"]]
     assert placed_as_distributed(gpus, [], per_gpu=2) == gpus
+    # x chose between the two empty GPUs, z among all three, each for g2: had z gone elsewhere, a next
+    # pod could get g2 beside x alone. The GPUs with the fewest (g0, g1) are a next pod's anyway.
+    alone = tied_gpus(gpus, new[:3], per_gpu=2)
+    assert [(g.uuid, [p.name for p in g.pods]) for g in alone] == [("g2", ["x"])]
+    assert tied_gpus(gpus, new[:1], per_gpu=2) == [gpus[2]]
+    assert tied_gpus(gpus, new, per_gpu=2) == []  # every GPU full, whichever way the ties went
+    assert tied_gpus(gpus[:2], new[:1], per_gpu=2) == []  # one GPU had the fewest: no choice
     assert placed_as_distributed(gpus, new, per_gpu=1)[1:] == [
         g.model_copy(update={"pods": [PodRef(namespace="web", name=n)]})
         for g, n in zip(gpus[1:], ("y", "x"), strict=True)
@@ -167,4 +174,37 @@ def test_pods_no_sample_names_yet_are_placed_in_key_order_whatever_order_the_sna
         assert got.node == "n"
         outputs.append(got.output())
     assert outputs[0] == outputs[1]
-    assert [nb["pod"] for nb in outputs[0]["neighbours"]] == ["x"]
+    # y's GPU was a tie (each held one pod once x took the empty one): y may hold either, and the new
+    # pod the other.
+    assert [nb["pod"] for nb in outputs[0]["neighbours"]] == ["n-g0-p0", "x"]
+
+
+def _tie(named: bool) -> ClusterSnapshot:
+    """Three time-sliced H100s: one full, one with a busier engine, one with an engine within `safety` of
+    its SLO (TPOT 195 ms, SLO 200), and a pod x bound to the node, named by the third's sample or by none."""
+    snap = _snapshot([("n", H100, 2, [(0.3, [8, 8]), (0.2, [8]), (0.1, [8])])])
+    tel = snap.telemetry
+    engines = [e.model_copy(update={"tpot_seconds": 0.195}) if e.pod == "n-g2-p0" else e for e in tel.engines]
+    x = PodRef(namespace="web", name="x")
+    gpus = [g.model_copy(update={"pods": [*g.pods, x]}) if named and g.uuid == "n-2" else g for g in tel.gpus]
+    claims = {"sovereignspec.io/target-model": TARGET, "sovereignspec.io/tpot-slo-ms": "200"}
+    unnamed = PodInfo(namespace="web", name="x", node="n", phase="Running", gpu_request=1, annotations=claims)
+    telemetry = tel.model_copy(update={"engines": engines, "gpus": gpus})
+    return snap.model_copy(update={"pods": [*snap.pods, unnamed], "telemetry": telemetry})
+
+
+def test_the_gpus_of_a_tie_are_judged_whichever_the_plugin_gave_a_pod_no_sample_names_yet() -> None:
+    """heldout-clinic, seed 1: triage-chat, bound to c-a100 but named by no sample yet, tied between the
+    GPU of coding-audit and that of scribe-1, and was placed beside scribe-1, the less loaded; the next
+    workload was then judged beside coding-audit alone, and got scribe-1's GPU. The plugin's tie-break is
+    unknown, so a new pod may get either GPU of the tie, as it reads without x: the neighbour condition
+    sees the engine within `safety` of its SLO beside which x was placed, and turns speculation off."""
+    got = _decide(_tie(named=False), "interactive", 4)
+    assert got.node == "n"
+    assert [nb["pod"] for nb in got.output()["neighbours"]] == ["n-g1-p0", "n-g2-p0"]
+    assert not got.speculative.enabled
+    assert got.reasons[0].type == "NeighbourSlo"
+    # Once a sample names x on that GPU there is no tie: the GPU with room is the other one.
+    known = _decide(_tie(named=True), "interactive", 4)
+    assert [nb["pod"] for nb in known.output()["neighbours"]] == ["n-g1-p0"]
+    assert known.speculative.enabled

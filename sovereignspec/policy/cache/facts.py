@@ -40,6 +40,7 @@ from sovereignspec.policy.node_state import (
     node_input,
     placed_as_distributed,
     replicas,
+    tied_gpus,
     unattributed_gpu_pods,
 )
 from sovereignspec.policy.request import Policies
@@ -266,11 +267,19 @@ class Facts:
         """The node's GPU samples, loads raised to what their engines compute alone (`unmeasured_load`),
         with the pods no sample names yet on the GPUs a `Distributed` device plugin gave them
         (`node_state.placed_as_distributed`), else priced on every GPU with a free replica."""
+        return self._placed(node)[0]
+
+    def tied(self, node: NodeInfo) -> Sequence[GpuSample]:
+        """The GPUs a pod no sample names yet was placed among in a tie, as a new pod may find them
+        (`node_state.tied_gpus`), loads raised as in `samples`."""
+        return self._placed(node)[1]
+
+    def _placed(self, node: NodeInfo) -> tuple[Sequence[GpuSample], Sequence[GpuSample]]:
         raw = self.idx.gpus_by_node.get(node.name, [])
         if not raw:
-            return raw
+            return raw, ()
 
-        def build() -> Sequence[GpuSample]:
+        def build() -> tuple[Sequence[GpuSample], Sequence[GpuSample]]:
             product = gpu_product(node, raw)
             known: dict[tuple[str, str | None, float | None], float | None] = self.memo(
                 FactKey("busy", scope=(*self._load_scope(), product)), dict
@@ -293,13 +302,17 @@ class Facts:
                     )
                 return known[key]
 
+            def floored(samples: Sequence[GpuSample], unplaced: list[tuple[str, str]]) -> Sequence[GpuSample]:
+                ix = self.idx
+                return with_unmeasured_load(samples, ix.pod_by_key, ix.engine_by_pod, busy, unplaced, per_gpu)
+
             unattributed = unattributed_gpu_pods(node, raw, self.idx.pods_by_node.get(node.name, ()))
-            per_gpu, named = replicas(node, raw), raw
+            per_gpu = replicas(node, raw)
             if unattributed and p.shared_gpu_allocation == "Distributed":
-                named, unattributed = placed_as_distributed(raw, unattributed, per_gpu), []
-            return with_unmeasured_load(
-                named, self.idx.pod_by_key, self.idx.engine_by_pod, busy, unattributed, per_gpu
-            )
+                placed = placed_as_distributed(raw, unattributed, per_gpu)
+                tied = tied_gpus(raw, unattributed, per_gpu)
+                return floored(placed, []), floored(tied, []) if tied else ()
+            return floored(raw, unattributed), ()
 
         key = FactKey("samples", node.name, (*self._load_scope(), self.policy.shared_gpu_allocation))
         return self.memo(key, build)
@@ -320,8 +333,9 @@ class Facts:
                 return gpu_state(node, samples, agg)
             pods = self.idx.pods_by_node.get(node.name, ())
             unknown = lambda: bool(unattributed_gpu_pods(node, samples, pods))  # noqa: E731
+            tied = self.tied(node)
             return gpu_state(
-                node, samples, agg, lambda free: handed_out(node, samples, free, unknown, allocation)
+                node, samples, agg, lambda free: handed_out(node, samples, free, unknown, allocation, tied)
             )
 
         return self.memo(key, build)
@@ -353,11 +367,13 @@ class Facts:
             on: Sequence[GpuSample] = free
             if judged == "handed":
                 unknown = lambda: bool(unattributed_gpu_pods(node, view.samples, view.pods))  # noqa: E731
-                on = handed_out(node, view.samples, free, unknown, allocation)
+                on = handed_out(node, view.samples, free, unknown, allocation, self.tied(node))
             elif judged == "held":
                 on = [g for g in free if g.uuid in self.holding] or free
-            if judged != "free" and len(on) == len(free):  # nothing narrowed: the same object, so a
-                return self.neighbours(node, free, own=False)  # request judging every GPU redoes nothing
+            same = len(on) == len(free) and all(a is b for a, b in zip(on, free, strict=True))
+            if judged != "free" and same:
+                # Nothing narrowed: the same object, so a request judging every GPU redoes nothing.
+                return self.neighbours(node, free, own=False)
             found = neighbour_inputs(view, on, self.profiles(), self.policy, self.slo_ms, self.sigma)
             return Neighbours.of(found)
 
