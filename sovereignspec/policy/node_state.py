@@ -181,19 +181,13 @@ def handed_out(
     node that no sample names yet (`unattributed()`, asked only when the choice would narrow)."""
     if allocation != "Distributed" or replicas(node, samples) <= 1:
         return free
-    if tied:
-        ids = {g.uuid for g in tied}
-        rest = [g for g in free if g.uuid not in ids]
-        least = min((len(g.pods) for g in rest), default=0)
-        narrow = not any(g.mig_profile for g in samples) and not unattributed()
-        return [*tied, *(g for g in rest if len(g.pods) == least or not narrow)]
-    if len(free) < 2:
-        return free
-    least = min(len(g.pods) for g in free)
-    on = [g for g in free if len(g.pods) == least]
-    if len(on) == len(free) or any(g.mig_profile for g in samples) or unattributed():
-        return free
-    return on
+    ids = {g.uuid for g in tied}
+    rest = [g for g in free if g.uuid not in ids] if ids else free
+    least = min((len(g.pods) for g in rest), default=0)
+    on = [g for g in rest if len(g.pods) == least]
+    if len(on) < len(rest) and (any(g.mig_profile for g in samples) or unattributed()):
+        on = list(rest)
+    return [*tied, *on]
 
 
 def unattributed_gpu_pods(
@@ -243,7 +237,7 @@ def placed_as_distributed(
     so the GPUs left to the next pod are judged at their highest load, and those of the tie as well:
     `tied_gpus`). A pod that finds every GPU full is left unplaced (the samples are older than the
     binding)."""
-    return _with_pods(samples, dict(enumerate(_distributed(samples, unattributed, per_gpu)[0])))
+    return placed_and_tied(samples, unattributed, per_gpu)[0]
 
 
 def tied_gpus(
@@ -255,19 +249,28 @@ def tied_gpus(
     pod may hold another GPU of the tie and leave this one to the next pod; the number of pods on the
     GPUs with room is the same whichever way ties went (docs/decision.md, "Pods no sample names yet,
     placed in a tie")."""
+    return placed_and_tied(samples, unattributed, per_gpu)[1]
+
+
+def placed_and_tied(
+    samples: Sequence[GpuSample], unattributed: Sequence[tuple[str, str]], per_gpu: int
+) -> tuple[list[GpuSample], list[GpuSample]]:
+    """`placed_as_distributed` and `tied_gpus` from one pass of the placement."""
     pods, last_tied = _distributed(samples, unattributed, per_gpu)
+    placed = _with_pods(samples, dict(enumerate(pods)))
     room = [len(got) for got in pods if len(got) < per_gpu]
     if not last_tied or not room:
-        return []
+        return placed, []
     level = min(room)
     alt = {i: pods[i][:-1] for i in sorted(last_tied) if len(pods[i]) == level + 1}
-    return [g for i, g in enumerate(_with_pods(samples, alt)) if i in alt]
+    return placed, [g for i, g in enumerate(_with_pods(samples, alt)) if i in alt]
 
 
 def _with_pods(samples: Sequence[GpuSample], pods: Mapping[int, list[PodRef]]) -> list[GpuSample]:
-    """The samples with the pods given by index (the same object where the list is unchanged)."""
+    """The samples with the pods given by index, each list the sample's own pods and maybe more after
+    them (the same object where it holds no more)."""
     return [
-        g if (got := pods.get(i)) is None or got == list(g.pods) else g.model_copy(update={"pods": got})
+        g if (got := pods.get(i)) is None or len(got) == len(g.pods) else g.model_copy(update={"pods": got})
         for i, g in enumerate(samples)
     ]
 

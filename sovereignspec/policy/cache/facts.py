@@ -38,9 +38,8 @@ from sovereignspec.policy.node_state import (
     neighbour_inputs,
     neighbour_sigma,
     node_input,
-    placed_as_distributed,
+    placed_and_tied,
     replicas,
-    tied_gpus,
     unattributed_gpu_pods,
 )
 from sovereignspec.policy.request import Policies
@@ -309,8 +308,7 @@ class Facts:
             unattributed = unattributed_gpu_pods(node, raw, self.idx.pods_by_node.get(node.name, ()))
             per_gpu = replicas(node, raw)
             if unattributed and p.shared_gpu_allocation == "Distributed":
-                placed = placed_as_distributed(raw, unattributed, per_gpu)
-                tied = tied_gpus(raw, unattributed, per_gpu)
+                placed, tied = placed_and_tied(raw, unattributed, per_gpu)
                 return floored(placed, []), floored(tied, []) if tied else ()
             return floored(raw, unattributed), ()
 
