@@ -130,3 +130,9 @@ def slo_margin(slo_seconds: Arr, tpot_seconds: Arr) -> FloatArray:
 def slo_margin_scalar(slo_seconds: float, tpot_seconds: float) -> float:
     """`slo_margin` for one neighbour."""
     return slo_seconds / tpot_seconds - 1.0
+
+
+def margin_at_slack(margin: float, sigma: float, sigma_at: float) -> float:
+    """A neighbour's SLO margin once its own batch moves to one where its slack is `sigma_at`: its step
+    t_u = t0 / sigma scales its TPOT by sigma / sigma_at, so m' = (1 + m)·sigma_at / sigma - 1."""
+    return (1.0 + margin) * sigma_at / sigma - 1.0

@@ -139,6 +139,10 @@ class Tables:
     memory: FloatArray  # [G, R+1] our plain memory share, the slack sigma(B) = t0 / t_u(B) (`slack`)
     best: IntArray  # [G, R+1, K+1] best budget among 0..k passing self-benefit (k = 0 scores 1)
     step: FloatArray  # [G] t_u(B) at the expected batch, plain
+    du_observed: FloatArray  # [G, R+1, K+1] Δu at the observed load alone (the idle scenario's)
+    reach_observed: FloatArray  # [G, R+1, K+1] its max over budgets 0..k
+    reach_idle: FloatArray  # [G, R+1, K+1] max over budgets 0..k of our whole share on an idle GPU
+    memory_idle: FloatArray  # [G, R+1] our plain memory share on an idle GPU
 
     def concat(self, more: Tables) -> Tables:
         """These groups' tables followed by `more`'s (a group's table reads only that group)."""
@@ -153,7 +157,9 @@ class Evaluation:
     k_star_self: IntArray  # [N, R] ignoring neighbours (to tell "no gain" from "neighbour SLO")
     speedup_expected: FloatArray  # [N]
     slack_expected: FloatArray  # [N]
-    load_increase_expected: FloatArray  # [N] Δu at the expected batch with its range's k*
+    load_increase_expected: (
+        FloatArray  # [N] Δu at the expected batch with its range's k*, as the scenario that allowed it has it
+    )
     arrival_expected: FloatArray  # [N] our plain share at the expected batch where we arrive, else 0
     memory_expected: FloatArray  # [N] our plain memory share at the expected batch where we arrive, else 0
     speedup_by_k: FloatArray  # [N, K+1] S_real at the expected batch for every k (for the record)
@@ -198,9 +204,13 @@ def tables(
     tau = step_ratio(t0, g_b, g_bk, u, ks[None, None, :], c_d)
     s_real = real_speedup(expected_length[None, None, :], tau)
     # Conservative load increase: DESIGN's Δu at the observed load u, but never below Δu on an
-    # otherwise idle GPU (other tenants' load can drop at any moment, which raises our share).
+    # otherwise idle GPU (other tenants' load can drop at any moment, which raises our share). The idle
+    # scenario instead takes Δu at u, and our whole share on the idle GPU as its own state.
     tau0 = step_ratio(t0, g_b, g_bk, 0.0, ks[None, None, :], c_d)
-    du = np.maximum(load_increase(t0, g_b, g_bk, u, tau), load_increase(t0, g_b, g_bk, 0.0, tau0))
+    du_observed = load_increase(t0, g_b, g_bk, u, tau)
+    du_idle = load_increase(t0, g_b, g_bk, 0.0, tau0)
+    du = np.maximum(du_observed, du_idle)
+    whole_idle = du_idle + arrival_share(t0, g_b, 0.0)
     # best[.., k] = argmax over budgets 0..k of S_real where it passes self-benefit, k = 0 at 1 (first
     # index on ties, and at the first NaN, as np.argmax): a budget becomes the best where it beats all
     # before it, and the best is the last budget that did.
@@ -214,7 +224,19 @@ def tables(
     arrival = arrival_share(t0[..., 0], g_b[..., 0], u[..., 0])
     memory = slack(t0[..., 0], g_b[..., 0], u[..., 0])
     reach = np.maximum.accumulate(du, axis=2)
-    return Tables(s_real, du, reach, arrival, memory, best.astype(np.int64), step)
+    return Tables(
+        s_real,
+        du,
+        reach,
+        arrival,
+        memory,
+        best.astype(np.int64),
+        step,
+        du_observed,
+        np.maximum.accumulate(du_observed, axis=2),
+        np.maximum.accumulate(whole_idle, axis=2),
+        slack(t0[..., 0], g_b[..., 0], 0.0),
+    )
 
 
 def evaluate_groups(
@@ -222,34 +244,68 @@ def evaluate_groups(
 ) -> Evaluation:
     """k* per node of groups `gid` with their `neighbours` (`conditions.NeighbourTable`, one row per
     node), per range and at the expected batch, with what the record shows there: a budget k is safe
-    only if every smaller budget is (the engine may run fewer draft tokens than num_speculative_tokens;
-    this also makes k* non-increasing in background load), so the safe budgets are those where the
-    running maximum of Δu stays within the bound, and k* is the best one among them. Δu is finite
-    (t0 > 0, c_d ≥ 0, u < 1), so a node without SLO-bound neighbours (bound +inf) holds no budget back.
+    only if every smaller budget is safe in the same scenario (the engine may run fewer draft tokens
+    than num_speculative_tokens; this also makes k* non-increasing in background load), so the safe
+    budgets are those where the running maximum of the load stays within the bound, and k* is the best
+    one among them. Δu is finite (t0 > 0, c_d ≥ 0, u < 1), so a node without SLO-bound neighbours
+    (bound +inf) holds no budget back.
+
+    Two scenarios (`conditions`), and a budget is safe in either: the conservative one (Δu floored at
+    its idle value, at the measured margins), or the idle scenario with the neighbour forecast (Δu at
+    the observed load, and our whole share on an idle GPU against the bound at load 0, both at the
+    forecast margins). The placement key (`speedup_expected`) is the S_real of the conservative budget:
+    the idle scenario changes a node's budget, not which node is chosen (docs/decision.md, "The idle
+    scenario with a neighbour forecast").
 
     The neighbours' margins were measured without us: where the workload is `arriving` (it runs
     nowhere on those nodes yet), its plain share comes on top of Δu (`conditions.neighbour_load`), and
     the bandwidth its plain steps take (its memory share at each range's batch) has used up part of each
     neighbour's margin first (`NeighbourTable.bounds`); on a re-decision where its own pods run, their
-    TPOT already carries both."""
+    TPOT already carries both (and the idle scenario adds only what our share grows by there)."""
     ranges = np.arange(t.best.shape[1])
     arrival = t.arrival[gid] if arriving else np.zeros_like(t.arrival[gid])  # [N, R+1]
     memory = t.memory[gid] if arriving else np.zeros_like(t.memory[gid])  # [N, R+1]
     bound = neighbours.bounds(memory)  # [N, R+1]
-    n_safe = np.count_nonzero(neighbour_slo(neighbour_load(t.reach[gid], arrival), bound), axis=2)
+    n_conservative = np.count_nonzero(neighbour_slo(neighbour_load(t.reach[gid], arrival), bound), axis=2)
+    n_safe = np.maximum(n_conservative, _safe_when_idle(t, gid, neighbours, arrival, memory, arriving))
     k_all: IntArray = t.best[gid[:, None], ranges[None, :], np.maximum(n_safe - 1, 0)]
     k_e = k_all[:, expected_range]
+    k_key = t.best[gid, expected_range, np.maximum(n_conservative[:, expected_range] - 1, 0)]
     return Evaluation(
         k_star=k_all[:, :-1],
         k_star_self=t.best[gid, :-1, -1],
-        speedup_expected=t.s_real[gid, -1, k_e],
+        speedup_expected=t.s_real[gid, -1, k_key],
         slack_expected=t.memory[gid, -1],
-        load_increase_expected=t.du[gid, -1, k_e],
+        load_increase_expected=np.where(
+            k_e < n_conservative[:, expected_range], t.du[gid, -1, k_e], t.du_observed[gid, -1, k_e]
+        ),
         arrival_expected=arrival[:, -1],
         memory_expected=memory[:, -1],
         speedup_by_k=t.s_real[gid, -1, :],
         step_expected=t.step[gid],
     )
+
+
+def _safe_when_idle(
+    t: Tables,
+    gid: IntArray,
+    neighbours: NeighbourTable,
+    arrival: FloatArray,
+    memory: FloatArray,
+    arriving: bool,
+) -> IntArray:
+    """[N, R+1]: how many budgets (0..k) are safe in the idle scenario at the neighbours' forecast
+    margins: Δu at the observed load (with our arrival share) within the bound at that load, and our
+    whole share on a GPU the others have left within the bound at load 0. On a re-decision the
+    neighbours' TPOT already carries our plain share at the observed load, so only the rest counts."""
+    observed = neighbour_slo(
+        neighbour_load(t.reach_observed[gid], arrival), neighbours.bounds(memory, forecast=True)
+    )
+    whole = t.reach_idle[gid] if arriving else t.reach_idle[gid] - t.arrival[gid][..., None]
+    memory_idle = t.memory_idle[gid] if arriving else np.zeros_like(memory)
+    idle = neighbour_slo(whole, neighbours.bounds(memory_idle, idle=True, forecast=True))
+    out: IntArray = np.count_nonzero(observed & idle, axis=2)
+    return out
 
 
 def batch_ranges(breakpoints: Sequence[int], max_batch: int) -> list[tuple[int, int]]:

@@ -8,8 +8,14 @@
   that margin (`model.speedup.bandwidth_slowdown`, `allowance_left`; docs/decision.md, "Memory
   bandwidth at arrival").
 
-Conservative where DESIGN.md is silent: Δu is max(Δu at the observed load, Δu on an idle GPU), and a
-budget passes the neighbour condition only if every budget below it passes too (`budget.tables`).
+Where DESIGN.md is silent, a budget passes the neighbour condition in either of two scenarios, and only
+if every budget below it passes in the same one (`budget.evaluate_groups`):
+- conservative: Δu is max(Δu at the observed load, Δu on an idle GPU), against each neighbour's
+  bound at the observed load and its measured margin;
+- the idle scenario with a neighbour forecast: Δu at the observed load against the bound at that load,
+  and our whole share on a GPU the others have left against the bound at load 0, both at each
+  neighbour's margin at its forecast batch (`policy.neighbour_forecast`; docs/decision.md, "The idle
+  scenario with a neighbour forecast").
 A neighbour's margin is measured before we arrive, so at admission the increase it must absorb is our
 plain share as well as Δu (`neighbour_load`; docs/decision.md, "The neighbour's margin after we
 arrive").
@@ -18,7 +24,7 @@ arrive").
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 import numpy.typing as npt
@@ -52,20 +58,22 @@ def neighbour_slo(load_increase: FloatArray, bound: FloatArray) -> BoolArray:
 class NeighbourTable:
     """Nodes' SLO-bound neighbours as padded [N, J] columns (a padding column is not SLO-bound): slack
     sigma_j, weight-read share memory_j, the GPU's load u_j and the allowance thr_j = m_j(1 - safety)
-    (+inf: not SLO-bound; < 0: already over its SLO)."""
+    (+inf: not SLO-bound; < 0: already over its SLO), and the same allowance at the neighbour's forecast
+    margin (`thr_forecast`, never above thr_j)."""
 
     sigma: FloatArray
     memory: FloatArray
     u: FloatArray
     thr: FloatArray
+    thr_forecast: FloatArray
 
     @classmethod
     def empty(cls, n_nodes: int) -> NeighbourTable:
         z = np.zeros((n_nodes, 0))
-        return cls(z, z, z, z)
+        return cls(z, z, z, z, z)
 
     def take(self, rows: IntArray) -> NeighbourTable:
-        return NeighbourTable(self.sigma[rows], self.memory[rows], self.u[rows], self.thr[rows])
+        return NeighbourTable(*(getattr(self, f.name)[rows] for f in fields(self)))
 
     def put(self, rows: IntArray, other: NeighbourTable) -> NeighbourTable:
         """A copy with the nodes at `rows` replaced by `other`'s (the wider of the two paddings)."""
@@ -77,12 +85,7 @@ class NeighbourTable:
             out[rows] = new
             return out
 
-        return NeighbourTable(
-            merged(mine.sigma, theirs.sigma),
-            merged(mine.memory, theirs.memory),
-            merged(mine.u, theirs.u),
-            merged(mine.thr, theirs.thr),
-        )
+        return NeighbourTable(*(merged(getattr(mine, f.name), getattr(theirs, f.name)) for f in fields(self)))
 
     def padded(self, width: int) -> NeighbourTable:
         """These nodes with padding columns (not SLO-bound, nothing read) up to `width`: the one place the
@@ -96,22 +99,25 @@ class NeighbourTable:
             np.hstack([self.memory, np.zeros((n, extra))]),
             np.hstack([self.u, np.zeros((n, extra))]),
             np.hstack([self.thr, np.full((n, extra), np.inf)]),
+            np.hstack([self.thr_forecast, np.full((n, extra), np.inf)]),
         )
 
-    def bounds(self, memory_share: FloatArray) -> FloatArray:
+    def bounds(self, memory_share: FloatArray, *, idle: bool = False, forecast: bool = False) -> FloatArray:
         """[N, R+1]: the largest Δu (with our plain compute share) every neighbour tolerates once our
         plain steps, reading memory for `memory_share` ([N, R+1]) of their time, have slowed it through
         bandwidth: its allowance left (`speedup.allowance_left`) inverted through ε_j
-        (`speedup.max_load_increase`). +inf where no neighbour is SLO-bound."""
+        (`speedup.max_load_increase`). +inf where no neighbour is SLO-bound. `idle`: on a GPU the others
+        have left (load 0); `forecast`: at each neighbour's forecast margin."""
         n, r = memory_share.shape
         j = self.thr.shape[1]
         if not j:
             return np.full((n, r), np.inf)
         shape = (n, r, j)
         slowed = bandwidth_slowdown(self.memory[:, None, :], memory_share[..., None])
-        left = allowance_left(np.broadcast_to(self.thr[:, None, :], shape), slowed)
+        thr = self.thr_forecast if forecast else self.thr
+        left = allowance_left(np.broadcast_to(thr[:, None, :], shape), slowed)
         sigma = np.broadcast_to(self.sigma[:, None, :], shape).reshape(-1, j)
-        u = np.broadcast_to(self.u[:, None, :], shape).reshape(-1, j)
+        u = np.broadcast_to((np.zeros_like(self.u) if idle else self.u)[:, None, :], shape).reshape(-1, j)
         out: FloatArray = max_load_increase(sigma, left.reshape(-1, j), u).reshape(n, r)
         return out
 
@@ -133,4 +139,12 @@ def neighbour_table(neighbours: Sequence[Neighbours], safety: float) -> Neighbou
     table.u[rows_j, cols_j] = [x.u_total for x in flat]
     margin = np.asarray([np.nan if x.margin is None else x.margin for x in flat], dtype=np.float64)
     table.thr[rows_j, cols_j] = np.where(np.isnan(margin), np.inf, margin * (1.0 - safety))
+    forecast = np.asarray(
+        [
+            np.nan if x.margin is None else x.margin if x.margin_forecast is None else x.margin_forecast
+            for x in flat
+        ],
+        dtype=np.float64,
+    )
+    table.thr_forecast[rows_j, cols_j] = np.where(np.isnan(forecast), np.inf, forecast * (1.0 - safety))
     return table

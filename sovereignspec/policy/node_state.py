@@ -42,6 +42,7 @@ from sovereignspec.model.profiles import ProfileBook
 from sovereignspec.model.speedup import memory_share_scalar, slack_scalar, slo_margin_scalar
 from sovereignspec.model.steptime import StepCurve
 from sovereignspec.model.telemetry import EngineSample, GpuSample, PodRef
+from sovereignspec.policy.neighbour_forecast import forecast_batch, forecast_margin
 from sovereignspec.policy.record import ReasonType, fmt
 
 FloatArray = npt.NDArray[np.float64]
@@ -67,6 +68,8 @@ class NeighbourInput:
     u_total: float
     memory: float = 0.0
     """The share of its step that reads its weights, as measured (`speedup.memory_share_scalar`)."""
+    margin_forecast: float | None = None
+    """Its margin at its forecast batch (`neighbour_forecast`); None: the same as `margin`."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -346,13 +349,20 @@ def neighbour_inputs(
             margin = unknown_margin  # SLO-bound, TPOT not measured: the policy's assumption
         else:
             margin = None
-        sigma, memory = unknown_sigma, 0.0
+        sigma, memory, forecast = unknown_sigma, 0.0, None
         if engine is not None and engine.running is not None:
             prof = book.find(product, ann.get(TARGET_KEY))
             if prof is not None:
                 sigma, t0 = sigma_of(prof, engine.running, u_tot)
                 memory = memory_share_scalar(t0, sigma, engine.tpot_seconds)
-        out.append(NeighbourInput(ns, key[1], sigma=sigma, margin=margin, u_total=u_tot, memory=memory))
+                peak = forecast_batch(engine.running, engine.running_min)
+                if margin is not None and engine.tpot_seconds is not None and peak > engine.running:
+                    forecast = forecast_margin(margin, sigma, sigma_of(prof, peak, u_tot).sigma)
+        out.append(
+            NeighbourInput(
+                ns, key[1], sigma=sigma, margin=margin, u_total=u_tot, memory=memory, margin_forecast=forecast
+            )
+        )
     return out
 
 

@@ -4,8 +4,9 @@ The grouped evaluation (one S_real table per distinct (curve, c_d, u), a per-nod
 from a prefix table) picks exactly what a plain per-node evaluation picks.
 
 The reference below evaluates one node at a time the way DESIGN.md §2 reads: τ, S_real and Δu over
-ranges x budgets, a budget k passing the neighbour check only if every smaller one does, then the
-argmax of S_real over the budgets passing both conditions (ties: smaller k; k = 0 always, at 1).
+ranges x budgets, a budget k passing the neighbour check only if every smaller one does (in one of two
+scenarios: conservative, or idle with the neighbour forecast; `policy.conditions`), then the argmax of
+S_real over the budgets passing both conditions (ties: smaller k; k = 0 always, at 1).
 """
 
 from __future__ import annotations
@@ -55,23 +56,44 @@ def _plain(
     tau = step_ratio(c.t0, g_b, g_bk, nd.u, ks[None, :], nd.c_d)
     s = el[None, :] / tau
     self_ok = s >= 1.0 + gain
-    du = np.maximum(
-        load_increase(c.t0, g_b, g_bk, nd.u, tau),
-        load_increase(c.t0, g_b, g_bk, 0.0, step_ratio(c.t0, g_b, g_bk, 0.0, ks[None, :], nd.c_d)),
-    )
+    du_u = load_increase(c.t0, g_b, g_bk, nd.u, tau)
+    tau0 = step_ratio(c.t0, g_b, g_bk, 0.0, ks[None, :], nd.c_d)
+    du_0 = load_increase(c.t0, g_b, g_bk, 0.0, tau0)
+    du = np.maximum(du_u, du_0)
     arrival = g_b / stretched(c.t0, g_b, nd.u)  # our plain share at load u: we arrive on the node
+    whole_0 = g_bk / (tau0 * (c.t0 + g_b))  # our whole share on a GPU the others have left
     nbs = nd.neighbours
     nb_ok = np.ones_like(self_ok)
+    cons_ok = np.ones_like(self_ok)
     if nbs.items:
         # our plain steps read memory for v of their time and stretch each neighbour's weight reads
         # (memory_j of its step) by 1 + v; what is left of its allowance bounds Δu and our plain share
         memory = c.t0 / stretched(c.t0, g_b, nd.u)  # [R+1, 1]
+        memory_0 = c.t0 / (c.t0 + g_b)
+        forecast = np.asarray(
+            [
+                np.nan if x.margin is None else x.margin if x.margin_forecast is None else x.margin_forecast
+                for x in nbs.items
+            ]
+        )
         thr = np.where(np.isnan(nbs.margin), np.inf, nbs.margin * (1.0 - safety))
+        thr_f = np.where(np.isnan(forecast), np.inf, forecast * (1.0 - safety))
+
+        def bound(mem: float, allowance: Row, u: Row) -> float:
+            slowed = nbs.memory * mem
+            left = np.where(
+                (slowed == 0) | np.isinf(allowance), allowance, (1.0 + allowance) / (1.0 + slowed) - 1.0
+            )
+            return float(max_load_increase(nbs.sigma[None, :], left[None, :], u[None, :])[0])
+
         for r in range(memory.shape[0]):
-            slowed = nbs.memory * memory[r, 0]
-            left = np.where((slowed == 0) | np.isinf(thr), thr, (1.0 + thr) / (1.0 + slowed) - 1.0)
-            bound = max_load_increase(nbs.sigma[None, :], left[None, :], nbs.u_total[None, :])[0]
-            nb_ok[r] = np.logical_and.accumulate(du[r] + arrival[r] <= bound)
+            cons_ok[r] = np.logical_and.accumulate(
+                du[r] + arrival[r] <= bound(memory[r, 0], thr, nbs.u_total)
+            )
+            observed = du_u[r] + arrival[r] <= bound(memory[r, 0], thr_f, nbs.u_total)
+            idle = whole_0[r] <= bound(memory_0[r, 0], thr_f, np.zeros_like(nbs.u_total))
+            idle_ok = np.logical_and.accumulate(observed & idle)
+            nb_ok[r] = cons_ok[r] | idle_ok  # two prefixes: the longer one
 
     def pick(valid: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
         score = np.where(valid, s, -np.inf)
@@ -79,11 +101,12 @@ def _plain(
         best: npt.NDArray[np.int64] = np.argmax(score, axis=1)
         return best
 
-    k_all, k_self = pick(self_ok & nb_ok), pick(self_ok)
+    k_all, k_self, k_cons = pick(self_ok & nb_ok), pick(self_ok), pick(self_ok & cons_ok)
     k_e = int(k_all[e_range])
     slack = c.t0 / stretched(c.t0, g_b[-1, 0], nd.u)
-    load_e = float(du[-1, k_e] + arrival[-1, 0])
-    return k_all[:-1], k_self[:-1], float(s[-1, k_e]), float(slack), load_e, s[-1]
+    load_e = float((du if cons_ok[e_range, k_e] else du_u)[-1, k_e] + arrival[-1, 0])
+    # the placement key: S_real at the budget the conservative scenario allows
+    return k_all[:-1], k_self[:-1], float(s[-1, int(k_cons[e_range])]), float(slack), load_e, s[-1]
 
 
 neighbour = st.tuples(
@@ -91,7 +114,8 @@ neighbour = st.tuples(
     st.one_of(st.none(), st.floats(-0.5, 3.0)),
     st.sampled_from(LOADS),
     st.floats(0.0, 1.0),
-)
+    st.one_of(st.none(), st.floats(0.0, 2.0)),  # how far the forecast lowers the margin
+).map(lambda nb: (*nb[:4], None if nb[1] is None or nb[4] is None else nb[1] - nb[4]))
 node = st.tuples(
     st.integers(0, len(CURVES) - 1),
     st.sampled_from([0.0, 0.03, 0.2]),
@@ -110,7 +134,7 @@ node = st.tuples(
     batch=st.sampled_from([1, 8, 300, 5000]),
 )
 def test_grouped_evaluation_equals_plain_per_node(
-    nodes: list[tuple[int, float, float, list[tuple[float, float | None, float, float]]]],
+    nodes: list[tuple[int, float, float, list[tuple[float, float | None, float, float, float | None]]]],
     alpha: float,
     k_max: int,
     gain: float,
