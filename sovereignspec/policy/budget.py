@@ -158,7 +158,7 @@ class Evaluation:
     speedup_expected: FloatArray  # [N]
     slack_expected: FloatArray  # [N]
     load_increase_expected: (
-        FloatArray  # [N] Δu at the expected batch with its range's k*, as the scenario that allowed it has it
+        FloatArray  # [N] Δu at the expected batch with its range's k*, as its scenario has it
     )
     arrival_expected: FloatArray  # [N] our plain share at the expected batch where we arrive, else 0
     memory_expected: FloatArray  # [N] our plain memory share at the expected batch where we arrive, else 0

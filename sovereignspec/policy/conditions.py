@@ -23,7 +23,7 @@ arrive").
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -137,14 +137,12 @@ def neighbour_table(neighbours: Sequence[Neighbours], safety: float) -> Neighbou
     table.sigma[rows_j, cols_j] = [x.sigma for x in flat]
     table.memory[rows_j, cols_j] = [x.memory for x in flat]
     table.u[rows_j, cols_j] = [x.u_total for x in flat]
-    margin = np.asarray([np.nan if x.margin is None else x.margin for x in flat], dtype=np.float64)
-    table.thr[rows_j, cols_j] = np.where(np.isnan(margin), np.inf, margin * (1.0 - safety))
-    forecast = np.asarray(
-        [
-            np.nan if x.margin is None else x.margin if x.margin_forecast is None else x.margin_forecast
-            for x in flat
-        ],
-        dtype=np.float64,
-    )
-    table.thr_forecast[rows_j, cols_j] = np.where(np.isnan(forecast), np.inf, forecast * (1.0 - safety))
+
+    def allowance(margins: Iterable[float | None]) -> FloatArray:
+        m = np.asarray([np.nan if x is None else x for x in margins], dtype=np.float64)
+        out: FloatArray = np.where(np.isnan(m), np.inf, m * (1.0 - safety))
+        return out
+
+    table.thr[rows_j, cols_j] = allowance(x.margin for x in flat)
+    table.thr_forecast[rows_j, cols_j] = allowance(x.forecast_or_measured_margin for x in flat)
     return table

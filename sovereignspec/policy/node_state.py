@@ -71,6 +71,11 @@ class NeighbourInput:
     margin_forecast: float | None = None
     """Its margin at its forecast batch (`neighbour_forecast`); None: the same as `margin`."""
 
+    @property
+    def forecast_or_measured_margin(self) -> float | None:
+        """The margin the idle scenario reads: the forecast where there is one (None: not SLO-bound)."""
+        return self.margin if self.margin is None or self.margin_forecast is None else self.margin_forecast
+
 
 @dataclass(frozen=True, eq=False)
 class Neighbours:
